@@ -1,0 +1,108 @@
+"""Findings cached by content hash + tool version + settings, in ``.jaxmigrate_cache/``.
+
+JSON rather than pickle: the cache lives inside the user's checkout, and unpickling a file that
+someone committed or planted there would run arbitrary code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+from jaxmigrate.lint.rule import Edit, Finding, Fix, Safety
+
+CACHE_DIR = ".jaxmigrate_cache"
+FORMAT = 1
+MAX_STALE = 5000
+
+
+class FindingsCache:
+    def __init__(self, file: Path | None, entries: dict[str, list]) -> None:
+        self.file = file
+        self.entries = entries
+        self.dirty = False
+        self._used: set[str] = set()
+
+    @classmethod
+    def open(cls, root: Path, fingerprint: str) -> "FindingsCache":
+        folder = root / CACHE_DIR
+        file = folder / f"findings-{FORMAT}-{fingerprint}.json"
+        try:
+            entries = json.loads(file.read_text(encoding="utf-8"))
+            if not isinstance(entries, dict):
+                entries = {}
+        except (OSError, ValueError):
+            entries = {}
+        return cls(file, entries)
+
+    def lookup(
+        self, path: Path, display: str, codes: Sequence[str], target: tuple[int, int]
+    ) -> tuple[str | None, list[Finding] | None]:
+        """(key, findings): the key to store under later, and the cached findings if any."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None, None
+        digest = hashlib.blake2b(data, digest_size=20)
+        digest.update(json.dumps([display, list(codes), target]).encode())
+        key = digest.hexdigest()
+        self._used.add(key)
+        cached = self.entries.get(key)
+        if cached is None:
+            return key, None
+        try:
+            return key, [_finding(item) for item in cached]
+        except (KeyError, TypeError, ValueError):
+            return key, None
+
+    def store(self, key: str, findings: list[Finding]) -> None:
+        value = [_plain(f) for f in findings]
+        if self.entries.get(key) != value:
+            self.entries[key] = value
+            self.dirty = True
+
+    def save(self) -> None:
+        if self.file is None:
+            return
+        if not self.dirty:
+            return
+        # Every edit of a file leaves its old entry behind; entries of files outside this run's
+        # paths can't be told from stale ones, so prune only once stale ones clearly dominate.
+        if len(self.entries) > 2 * len(self._used) + MAX_STALE:
+            self.entries = {k: v for k, v in self.entries.items() if k in self._used}
+        try:
+            folder = self.file.parent
+            folder.mkdir(exist_ok=True)
+            gitignore = folder / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# Created by jaxmigrate\n*\n", encoding="utf-8")
+            tmp = self.file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.entries, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, self.file)
+        except OSError:
+            pass  # a read-only checkout still gets its findings, just no cache
+
+
+def _plain(finding: Finding) -> list:
+    fix = None
+    if finding.fix is not None:
+        fix = [
+            finding.fix.safety.value,
+            finding.fix.message,
+            [[e.start, e.end, e.content] for e in finding.fix.edits],
+        ]
+    return [
+        finding.code, finding.message, finding.path, finding.line, finding.column,
+        finding.end_line, finding.end_column, fix,
+    ]
+
+
+def _finding(item: list) -> Finding:
+    code, message, path, line, column, end_line, end_column, fix = item
+    return Finding(
+        code, message, path, line, column, end_line, end_column,
+        None if fix is None else Fix(Safety(fix[0]), fix[1], tuple(Edit(*e) for e in fix[2])),
+    )

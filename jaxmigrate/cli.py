@@ -1,0 +1,111 @@
+"""Command line: options in, engine call, renderer out. ``jaxmigrate PATH...`` means ``check``."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from jaxmigrate import __version__
+from jaxmigrate.lint.output import FORMATS
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class DefaultToCheck(click.Group):
+    """Routes anything that is not a subcommand to ``check``, so ``jaxmigrate src/`` works."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        elif not args:
+            args = ["check"]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="jaxmigrate")
+def main() -> None:
+    """Move legacy multi-device JAX code onto modern JAX, and prove the move kept its meaning."""
+
+
+def _codes(values: tuple[str, ...]) -> list[str] | None:
+    codes = [code.strip() for value in values for code in value.split(",") if code.strip()]
+    return codes or None
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply (or show) fixes that may change behaviour.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the diff --fix would apply; change nothing.")
+@click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma-separated).")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip (comma-separated).")
+@click.option("--output-format", type=click.Choice(list(FORMATS)), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix: exit 1 if any file changed.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write .jaxmigrate_cache/.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes [default: cores].")
+@click.option("--target-jax", metavar="X.Y", help="The JAX version to migrate to [default: 0.10].")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A pyproject.toml (or TOML file) to read settings from.")
+@click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
+@click.option("--force-exclude", is_flag=True, help="Apply excludes to explicitly passed files too.")
+def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
+          exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
+          force_exclude) -> None:
+    """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
+    from jaxmigrate import runner
+
+    try:
+        code = runner.check(
+            runner.CheckOptions(
+                paths=list(paths), fix=fix, unsafe_fixes=unsafe_fixes, diff=show_diff,
+                select=_codes(select), ignore=_codes(ignore), output_format=output_format,
+                exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
+                use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
+                config_file=config_file, stdin_filename=stdin_filename,
+                force_exclude=force_exclude,
+            )
+        )
+    except runner.UsageError as error:
+        click.echo(f"jaxmigrate: error: {error}", err=True)
+        code = EXIT_ERROR
+    except Exception:  # an internal error must still give exit 2 and a report-worthy trace
+        click.echo("jaxmigrate: internal error (please report it):", err=True)
+        click.echo(traceback.format_exc(), err=True)
+        code = EXIT_ERROR
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules(output_format: str) -> None:
+    """List every rule: code, name, summary, fix availability."""
+    from jaxmigrate.lint.output import docs
+
+    docs.render_rules(output_format, sys.stdout)
+
+
+@main.command()
+@click.argument("code")
+def explain(code: str) -> None:
+    """Explain a rule: why it matters, an example, what to use instead, fix safety."""
+    from jaxmigrate.lint.output import docs
+
+    if not docs.render_explanation(code, sys.stdout):
+        click.echo(f"jaxmigrate: error: unknown rule {code!r} (see `jaxmigrate rules`)", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _add_verify() -> None:
+    try:
+        from jaxmigrate.runtime_checks.command import verify
+    except ImportError:  # pragma: no cover - the harness module ships with the package
+        return
+    main.add_command(verify)
+
+
+_add_verify()

@@ -1,0 +1,160 @@
+"""Settings: ``[tool.jaxmigrate]`` in pyproject.toml (or a ``--config`` file), then CLI overrides."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxmigrate.files import DEFAULT_EXCLUDES
+from jaxmigrate.lint import registry
+
+DEFAULT_TARGET_JAX = (0, 10)
+KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax"}
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
+
+
+class ConfigError(Exception):
+    """Bad configuration: reported with exit code 2."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path  # the project root: where the config lives, or the working directory
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDES
+    extend_exclude: tuple[str, ...] = ()
+    target_jax: tuple[int, int] = DEFAULT_TARGET_JAX
+    config_file: Path | None = None
+
+    def rule_codes_for(self, path: Path) -> tuple[str, ...]:
+        """Codes of the rules that run on ``path``: selected, minus its per-file ignores."""
+        ignore = list(self.ignore)
+        relative = _relative(path, self.root)
+        for pattern, codes in self.per_file_ignores:
+            if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern):
+                ignore.extend(codes)
+        return tuple(r.code for r in registry.select_rules(list(self.select), ignore))
+
+    def fingerprint(self) -> str:
+        """Changes whenever a setting that changes findings changes (keys the cache)."""
+        from jaxmigrate import __version__
+
+        payload = json.dumps(
+            [__version__, self.select, self.ignore, self.per_file_ignores, self.target_jax]
+        )
+        return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+
+
+def parse_version(value: str, where: str) -> tuple[int, int]:
+    match = _VERSION.match(str(value))
+    if not match:
+        raise ConfigError(f"{where}: target-jax must look like 0.10, got {value!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above ``start`` that has a [tool.jaxmigrate] table."""
+    start = start.resolve()
+    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and "jaxmigrate" in _read_toml(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def load_settings(
+    config_file: Path | None,
+    start: Path,
+    *,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    target_jax: str | None = None,
+) -> Settings:
+    """Settings from the config file (given, or found from ``start``), with CLI values on top."""
+    config_file = config_file or find_config(start)
+    table: dict = {}
+    if config_file is not None:
+        document = _read_toml(config_file)
+        if config_file.name == "pyproject.toml":
+            table = document.get("tool", {}).get("jaxmigrate", {})
+        else:  # a dedicated file: the whole document is the table (or its [tool.jaxmigrate])
+            table = document.get("tool", {}).get("jaxmigrate", document)
+    where = str(config_file) if config_file else "command line"
+    unknown = sorted(set(table) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) in [tool.jaxmigrate]: {', '.join(unknown)}"
+            f" (known: {', '.join(sorted(KNOWN_KEYS))})"
+        )
+    root = config_file.parent.resolve() if config_file else Path.cwd().resolve()
+    settings = Settings(
+        root=root,
+        select=_codes(select if select is not None else table.get("select", ["ALL"]), where, "select"),
+        ignore=_codes(ignore if ignore is not None else table.get("ignore", []), where, "ignore"),
+        per_file_ignores=_per_file_ignores(table.get("per-file-ignores", {}), where),
+        exclude=_strings(table.get("exclude", list(DEFAULT_EXCLUDES)), where, "exclude"),
+        extend_exclude=_strings(table.get("extend-exclude", []), where, "extend-exclude"),
+        target_jax=parse_version(
+            target_jax if target_jax is not None else table.get("target-jax", "0.10"),
+            "--target-jax" if target_jax is not None else where,
+        ),
+        config_file=config_file,
+    )
+    return settings
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def _strings(value, where: str, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _codes(value, where: str, key: str) -> tuple[str, ...]:
+    codes = tuple(
+        code.strip().upper()
+        for item in _strings(value, where, key)
+        for code in item.split(",")
+        if code.strip()
+    )
+    unknown = [code for code in codes if not registry.known_code_or_prefix(code)]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown rule code(s) in {key}: {', '.join(unknown)}"
+            " (see `jaxmigrate rules`)"
+        )
+    return codes
+
+
+def _per_file_ignores(value, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: per-file-ignores must be a table of glob = [codes]")
+    return tuple(
+        (pattern, _codes(codes, where, f"per-file-ignores.{pattern!r}"))
+        for pattern, codes in value.items()
+    )
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()

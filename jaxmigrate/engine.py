@@ -1,0 +1,193 @@
+"""A run over many files: discover -> cache -> (pool of) check/fix -> write -> one RunResult.
+
+Per-file work is ``process_file``, a plain function of (path, rule codes, settings) so it can run
+in worker processes; everything it returns is plain data.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from jaxmigrate import cache as cache_module
+from jaxmigrate.config import Settings
+from jaxmigrate.files import Discovery, SourceError, SourceFile, decode, encode, read_source, write_atomic
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.checker import fix_text, lint_text
+from jaxmigrate.lint.rule import Finding, Safety
+
+# Below this many files a pool costs more to start than it saves.
+MIN_FILES_FOR_POOL = 32
+
+
+class Mode(enum.Enum):
+    CHECK = "check"
+    FIX = "fix"
+    DIFF = "diff"
+
+
+@dataclass(frozen=True)
+class Job:
+    mode: Mode
+    unsafe_fixes: bool
+    target_jax: tuple[int, int]
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding]
+    fixed: int = 0
+    changed: bool = False  # --fix wrote it, or --diff would
+    diff: str = ""
+    new_text: str | None = None  # for stdin: the fixed text
+    cache_key: str | None = None
+
+
+@dataclass
+class RunResult:
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return sorted((f for r in self.files for f in r.findings), key=lambda f: f.sort_key)
+
+    @property
+    def fixed(self) -> int:
+        return sum(r.fixed for r in self.files)
+
+    @property
+    def changed_files(self) -> int:
+        return sum(1 for r in self.files if r.changed)
+
+    @property
+    def diff(self) -> str:
+        return "".join(r.diff for r in self.files)
+
+
+def _rules(codes: Sequence[str]):
+    by_code = {rule.code: rule for rule in registry.all_rules()}
+    return tuple(by_code[code] for code in codes)
+
+
+def process_text(
+    source: SourceFile, display_path: str, codes: Sequence[str], job: Job
+) -> FileResult:
+    rules = _rules(codes)
+    if job.mode is Mode.CHECK:
+        return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax))
+    result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes)
+    findings = sorted(result.findings + result.errors, key=lambda f: f.sort_key)
+    changed = result.text != source.text
+    if changed:
+        encode(source, result.text)  # refuse early if the fixed text cannot be written back
+    diff = ""
+    if changed and job.mode is Mode.DIFF:
+        diff = "".join(
+            difflib.unified_diff(
+                source.text.splitlines(keepends=True),
+                result.text.splitlines(keepends=True),
+                fromfile=f"a/{display_path}",
+                tofile=f"b/{display_path}",
+            )
+        )
+    return FileResult(display_path, findings, result.fixed, changed, diff, result.text if changed else None)
+
+
+def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
+    """Check (or fix) one file on disk; any failure to read or write is a JM000 finding."""
+    try:
+        source = read_source(Path(path))
+        result = process_text(source, path, codes, job)
+        if result.changed and job.mode is Mode.FIX:
+            write_atomic(Path(path), encode(source, result.new_text))
+        result.new_text = None
+        return result
+    except (SourceError, OSError) as error:
+        message = str(error) if isinstance(error, SourceError) else f"cannot write {path}: {error}"
+        return FileResult(path, [Finding("JM000", message, path, 1, 1, 1, 1)])
+
+
+def _process_packed(args: tuple[str, tuple[str, ...], Job]) -> FileResult:
+    return process_file(*args)
+
+
+def run_paths(
+    paths: Sequence[Path],
+    settings: Settings,
+    job: Job,
+    *,
+    force_exclude: bool = False,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude)
+    files = discovery.files(paths)
+    cache = cache_module.FindingsCache.open(settings.root, settings.fingerprint()) if use_cache else None
+    results: list[FileResult] = []
+    todo: list[tuple[str, tuple[str, ...], Job]] = []
+    keys: dict[str, str] = {}
+    for path in files:
+        display = _display_path(path, settings.root)
+        codes = settings.rule_codes_for(path)
+        if cache is not None:
+            key, findings = cache.lookup(path, display, codes, job.target_jax)
+            if key is not None:
+                keys[display] = key
+            # A cached file needs no work when checking, or when nothing in it could be fixed.
+            if findings is not None and (job.mode is Mode.CHECK or not _has_applicable_fix(findings, job)):
+                results.append(FileResult(display, findings))
+                continue
+        todo.append((display, codes, job))
+
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1 and len(todo) >= MIN_FILES_FOR_POOL:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            chunk = max(1, len(todo) // (jobs * 8))
+            for result in pool.map(_process_packed, todo, chunksize=chunk):
+                results.append(result)
+                if progress:
+                    progress(1)
+    else:
+        for item in todo:
+            results.append(_process_packed(item))
+            if progress:
+                progress(1)
+
+    if cache is not None:
+        for result in results:
+            # Only a file as it now is on disk may be cached: not after --fix changed it.
+            if result.path in keys and not result.changed:
+                cache.store(keys[result.path], result.findings)
+        cache.save()
+    return RunResult(sorted(results, key=lambda r: r.path))
+
+
+def run_stdin(raw: bytes, display_path: str, settings: Settings, job: Job) -> RunResult:
+    try:
+        source = decode(raw, display_path)
+        result = process_text(source, display_path, settings.rule_codes_for(Path(display_path)), job)
+    except SourceError as error:
+        result = FileResult(display_path, [Finding("JM000", str(error), display_path, 1, 1, 1, 1)])
+    return RunResult([result])
+
+
+def _has_applicable_fix(findings: list[Finding], job: Job) -> bool:
+    allowed = {Safety.SAFE, Safety.UNSAFE} if job.unsafe_fixes else {Safety.SAFE}
+    return any(f.fix is not None and f.fix.safety in allowed for f in findings)
+
+
+def _display_path(path: Path, root: Path) -> str:
+    """Paths as the user typed them when relative; otherwise relative to the cwd when below it."""
+    if not path.is_absolute():
+        return path.as_posix()
+    try:
+        return path.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -1,0 +1,183 @@
+"""Files in and out: discovery (.gitignore, excludes), decoding (cookie, BOM, line endings kept
+as they are) and atomic writes that keep encoding, BOM, line endings and mode."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pathspec
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+DEFAULT_EXCLUDES = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".jaxmigrate_cache",
+    "*.egg-info", ".eggs", "site-packages",
+)
+
+
+class SourceError(Exception):
+    """A file that cannot be read or decoded; reported as JM000 with this message."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    text: str  # decoded, BOM removed, line endings exactly as in the file
+    encoding: str  # the codec to write it back with ("utf-8-sig" keeps a BOM)
+    raw: bytes
+
+
+def decode(raw: bytes, name: str = "<file>") -> SourceFile:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as error:  # a bad coding cookie, or a BOM that contradicts it
+        raise SourceError(f"cannot decode {name}: {error}") from None
+    try:
+        text = raw.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as error:
+        raise SourceError(f"cannot decode {name} as {encoding}: {error}") from None
+    return SourceFile(text, encoding, raw)
+
+
+def read_source(path: Path) -> SourceFile:
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
+    return decode(raw, str(path))
+
+
+def encode(source: SourceFile, new_text: str) -> bytes:
+    try:
+        return new_text.encode(source.encoding)
+    except UnicodeEncodeError as error:
+        raise SourceError(
+            f"the fixed text cannot be written back as {source.encoding}: {error}"
+        ) from None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path``'s contents all at once: a reader (or a crash) sees the old or the new
+    file, never a half-written one. Symlinks are followed so the link itself survives."""
+    target = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".jaxmigrate")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def has_bom(source: SourceFile) -> bool:
+    return source.raw.startswith(codecs.BOM_UTF8)
+
+
+class Discovery:
+    """Walks the given paths: directories recursed (default excludes, config excludes and every
+    .gitignore on the way respected), explicit files always kept unless ``force_exclude``."""
+
+    def __init__(
+        self,
+        root: Path,
+        exclude: Iterable[str] = DEFAULT_EXCLUDES,
+        extend_exclude: Iterable[str] = (),
+        force_exclude: bool = False,
+        respect_gitignore: bool = True,
+    ) -> None:
+        self.root = root.resolve()
+        self.excludes = pathspec.PathSpec.from_lines("gitwildmatch", [*exclude, *extend_exclude])
+        self.force_exclude = force_exclude
+        self.respect_gitignore = respect_gitignore
+        self._gitignores: dict[Path, pathspec.PathSpec | None] = {}
+
+    def files(self, paths: Iterable[Path]) -> list[Path]:
+        found: dict[Path, None] = {}
+        for path in paths:
+            if path.is_dir():
+                for file in self._walk(path):
+                    found.setdefault(file)
+            elif self.force_exclude and self.is_excluded(path, is_dir=False):
+                continue
+            else:
+                # An explicit file is checked whatever its suffix: the user asked for it. A
+                # missing one surfaces later as JM000 "cannot read", not as a silent skip.
+                found.setdefault(path)
+        return list(found)
+
+    def is_excluded(self, path: Path, is_dir: bool) -> bool:
+        absolute = path.resolve() if not path.is_absolute() else path
+        for relative in _relative_forms(absolute, self.root):
+            if self.excludes.match_file(relative + ("/" if is_dir else "")):
+                return True
+        if self.respect_gitignore and self._gitignored(absolute, is_dir):
+            return True
+        return False
+
+    def _walk(self, directory: Path) -> Iterator[Path]:
+        stack = [directory]
+        while stack:
+            current = stack.pop()
+            try:
+                entries = sorted(os.scandir(current), key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs = []
+            for entry in entries:
+                path = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    if not self.is_excluded(path, is_dir=True):
+                        subdirs.append(path)
+                elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
+                    if not self.is_excluded(path, is_dir=False):
+                        yield path
+            stack.extend(reversed(subdirs))
+
+    def _gitignored(self, path: Path, is_dir: bool) -> bool:
+        # Each .gitignore applies to paths below its own folder, up to the repository's top.
+        for folder in path.parents:
+            spec = self._gitignore_in(folder)
+            if spec is not None:
+                relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+                if spec.match_file(relative):
+                    return True
+            if (folder / ".git").exists() or folder == folder.parent:
+                break
+        return False
+
+    def _gitignore_in(self, folder: Path) -> pathspec.PathSpec | None:
+        if folder not in self._gitignores:
+            try:
+                lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._gitignores[folder] = None
+            else:
+                self._gitignores[folder] = pathspec.PathSpec.from_lines(
+                    "gitwildmatch", lines.splitlines()
+                )
+        return self._gitignores[folder]
+
+
+def _relative_forms(path: Path, root: Path) -> list[str]:
+    """The path relative to the project root (for anchored patterns) and its name alone."""
+    forms = [path.name]
+    try:
+        forms.insert(0, path.relative_to(root).as_posix())
+    except ValueError:
+        pass
+    return forms

@@ -1,0 +1,1 @@
+"""Static analysis: rules, their registry and the renderers of their findings."""

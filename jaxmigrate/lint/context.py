@@ -1,0 +1,98 @@
+"""What a rule sees of one file: its text, tree, resolver and target JAX, and how it reports."""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
+from jaxmigrate.names import NameResolver
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a line break, no more
+
+
+class SourceText:
+    """Maps between ast positions (1-based line, UTF-8 byte column) and text offsets."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    def offset(self, line: int, byte_col: int) -> int:
+        start = self.line_starts[line - 1]
+        line_text = self.line(line)
+        if line_text.isascii():
+            return start + byte_col
+        return start + len(line_text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def line(self, line: int) -> str:
+        """The text of a 1-based line, without its line break."""
+        start = self.line_starts[line - 1]
+        end = self.line_starts[line] if line < len(self.line_starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, character column) of a text offset."""
+        line = bisect.bisect_right(self.line_starts, offset)
+        return line, offset - self.line_starts[line - 1] + 1
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        start = self.offset(node.lineno, node.col_offset)
+        end = self.offset(node.end_lineno, node.end_col_offset)
+        return start, end
+
+    @cached_property
+    def newline(self) -> str:
+        match = _NEWLINE.search(self.text)
+        return match.group() if match else "\n"
+
+
+@dataclass
+class FileContext:
+    path: str
+    source: SourceText
+    tree: ast.Module
+    target_jax: tuple[int, int]
+    findings: list[Finding] = field(default_factory=list)
+    rule: Rule | None = None  # the rule currently running, set by the engine
+
+    @cached_property
+    def names(self) -> NameResolver:
+        return NameResolver(self.tree)
+
+    @property
+    def text(self) -> str:
+        return self.source.text
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.source.span(node)
+        return self.source.text[start:end]
+
+    def replace(self, node: ast.AST, content: str) -> Edit:
+        start, end = self.source.span(node)
+        return Edit(start, end, content)
+
+    def fix(self, safety: Safety, message: str, *edits: Edit) -> Fix:
+        return Fix(safety, message, tuple(edits))
+
+    def report(
+        self, node: ast.AST, message: str, fix: Fix | None = None, *, code: str | None = None
+    ) -> None:
+        start, end = self.source.span(node)
+        line, column = self.source.position(start)
+        end_line, end_column = self.source.position(end)
+        self.findings.append(
+            Finding(
+                code=code or self.rule.code,
+                message=message,
+                path=self.path,
+                line=line,
+                column=column,
+                end_line=end_line,
+                end_column=end_column,
+                fix=fix,
+            )
+        )

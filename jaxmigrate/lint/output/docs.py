@@ -1,0 +1,65 @@
+"""`jaxmigrate rules` and `jaxmigrate explain CODE`: documentation generated from the rule classes."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.rule import Rule
+
+
+def rule_record(rule: type[Rule]) -> dict:
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "summary": rule.summary,
+        "fix": rule.fixable.value if rule.fixable else None,
+        "jax_versions": rule.jax_versions,
+        "explanation": rule.explanation(),
+    }
+
+
+def render_rules(output_format: str, out: TextIO) -> None:
+    rules = registry.all_rules()
+    if output_format == "json":
+        out.write(json.dumps([rule_record(r) for r in rules], indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"jaxmigrate rules ({len(rules)})", title_justify="left")
+    for column in ("code", "name", "summary", "fix"):
+        table.add_column(column, no_wrap=column in ("code", "name"))
+    for code, description in registry.TOOL_CODES.items():
+        table.add_row(code, "", description, "")
+    for rule in rules:
+        table.add_row(rule.code, rule.name, rule.summary, rule.fixable.value if rule.fixable else "")
+    Console(file=out, soft_wrap=False).print(table)
+
+
+def explanation_markdown(rule: type[Rule]) -> str:
+    header = f"# {rule.code} {rule.name}\n\n{rule.summary}\n"
+    facts = []
+    if rule.jax_versions:
+        facts.append(f"**JAX versions:** {rule.jax_versions}")
+    facts.append(f"**Fix:** {rule.fixable.value if rule.fixable else 'none'}")
+    return header + "\n" + "  \n".join(facts) + "\n\n" + rule.explanation() + "\n"
+
+
+def render_explanation(code: str, out: TextIO) -> bool:
+    if code.upper() in registry.TOOL_CODES:
+        out.write(f"# {code.upper()}\n\n{registry.TOOL_CODES[code.upper()]}\n")
+        return True
+    rule = registry.rule_by_code(code)
+    if rule is None:
+        return False
+    text = explanation_markdown(rule)
+    if out.isatty():
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console(file=out).print(Markdown(text))
+    else:
+        out.write(text)
+    return True

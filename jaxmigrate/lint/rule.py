@@ -1,0 +1,156 @@
+"""The vocabulary every rule speaks: Rule, Finding, Fix, Edit, Safety and the rule's own examples.
+
+Rules work on the standard library's ``ast`` rather than on a LibCST tree: a LibCST parse of a large
+tree costs ~20x an ``ast`` parse, and detection is the hot path of every pre-commit and CI run.
+Fixes are text edits at exact source offsets (as ruff's are), so formatting and comments around a
+fix survive untouched; the whole-module codemods in ``jaxmigrate.migrate`` produce such edits too.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import textwrap
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Iterable
+
+if TYPE_CHECKING:
+    from jaxmigrate.lint.context import FileContext
+
+
+class Safety(str, enum.Enum):
+    """How much a fix may be trusted to keep the program's meaning."""
+
+    SAFE = "safe"
+    # May change numerics, RNG streams, collectives or device placement: applied only on request.
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace ``source[start:end]`` with ``content`` (offsets index the decoded text)."""
+
+    start: int
+    end: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    safety: Safety
+    message: str
+    edits: tuple[Edit, ...]
+
+    def __post_init__(self) -> None:
+        spans = sorted(self.edits)
+        for before, after in zip(spans, spans[1:]):
+            if after.start < before.end:
+                raise ValueError(f"overlapping edits in one fix: {before} and {after}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported problem. Lines and columns are 1-based; columns count characters."""
+
+    code: str
+    message: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    fix: Fix | None = None
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "fix": None
+            if self.fix is None
+            else {"safety": self.fix.safety.value, "message": self.fix.message},
+        }
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example a rule must flag: ``code`` is the snippet, ``expected`` the code it should
+    become with this rule's fixes applied (unsafe ones included), or None when there is no fix."""
+
+    code: str
+    expected: str | None = None
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", textwrap.dedent(self.code).lstrip("\n"))
+        if self.expected is not None:
+            object.__setattr__(self, "expected", textwrap.dedent(self.expected).lstrip("\n"))
+
+
+@dataclass(frozen=True)
+class Valid:
+    """An example a rule must leave alone (near-misses: shadowing, look-alike names, modern APIs)."""
+
+    code: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", textwrap.dedent(self.code).lstrip("\n"))
+
+
+@dataclass
+class _Reported:
+    node: ast.AST
+    message: str
+    fix: Fix | None = None
+    code: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Rule:
+    """Base class of every rule.
+
+    A subclass sets the class attributes below, writes its explanation as the class docstring in
+    ruff's sections (What it does / Why is this bad / Example / Use instead / Fix safety /
+    References), and implements ``visit_<AstNodeType>(self, node, ctx)`` methods and/or
+    ``check_module(self, ctx)``. The engine walks each tree once and dispatches every node to the
+    rules that visit its type. Findings are reported with ``ctx.report(node, message, fix=...)``.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, names the pattern (legacy-pjit), not the remedy
+    summary: ClassVar[str]  # one line
+    # Words one of which must appear in a file's text for this rule to possibly fire. The
+    # pre-filter skips a file that contains none of the selected rules' words, so these must be
+    # sound: every way of writing the pattern names at least one of them literally.
+    trigger_words: ClassVar[tuple[str, ...]] = ()
+    # Which JAX version changed the thing this rule is about ("deprecated in X, removed in Y"),
+    # shown by `jaxmigrate explain`.
+    jax_versions: ClassVar[str] = ""
+    fixable: ClassVar[Safety | None] = None  # the strongest fix this rule can offer, for docs
+    VALID: ClassVar[list[Valid]] = []
+    INVALID: ClassVar[list[Invalid]] = []
+
+    def check_module(self, ctx: "FileContext") -> Iterable[None] | None:  # pragma: no cover
+        """Whole-module analysis; override when node-by-node visiting does not fit."""
+        return None
+
+    @classmethod
+    def explanation(cls) -> str:
+        return textwrap.dedent(cls.__doc__ or "").strip()
+
+    @classmethod
+    def visited_types(cls) -> dict[str, str]:
+        """Map of ast node type name -> method name, from the ``visit_*`` methods defined."""
+        return {
+            attr[len("visit_"):]: attr
+            for attr in dir(cls)
+            if attr.startswith("visit_") and callable(getattr(cls, attr))
+        }

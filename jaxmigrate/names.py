@@ -1,0 +1,331 @@
+"""The one name resolver: which qualified name does an expression refer to?
+
+It follows what Python itself would bind, statically: ``import jax``, ``import jax as J``,
+``import jax.experimental.pjit as pj``, ``from jax import pmap as pm``, ``from jax import *``,
+local rebinding (``pm = jax.pmap``), ``functools.partial(jax.pmap, ...)`` and Python's scoping rules
+(function, class, lambda and comprehension scopes, ``global`` / ``nonlocal``), so a local
+``def pmap`` or a parameter named ``jax`` is not jax's.
+
+The analysis is flow-insensitive within a scope: every binding of a name in a scope is a candidate.
+A name bound both by ``from jax import pmap`` and by a ``def pmap`` resolves to two candidates,
+``jax.pmap`` and ``LOCAL``; rules then report without a fix rather than guess.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator
+
+LOCAL = "<local>"  # bound by something this resolver cannot see through: def, parameter, loop, ...
+
+PARTIAL = frozenset({"functools.partial"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing an expression may evaluate to: a qualified name (or ``LOCAL``), possibly wrapped
+    in ``functools.partial`` calls (outermost first) that pre-bind arguments."""
+
+    name: str
+    partials: tuple[ast.Call, ...] = ()
+
+    @property
+    def bound_keywords(self) -> list[ast.keyword]:
+        return [kw for call in reversed(self.partials) for kw in call.keywords]
+
+    @property
+    def bound_args(self) -> list[ast.expr]:
+        return [arg for call in reversed(self.partials) for arg in call.args[1:]]
+
+
+@dataclass(frozen=True)
+class ImportBinding:
+    qualname: str
+    node: ast.alias
+
+
+@dataclass(frozen=True)
+class ValueBinding:
+    value: ast.expr
+
+
+@dataclass(frozen=True)
+class OpaqueBinding:
+    node: ast.AST
+
+
+Binding = ImportBinding | ValueBinding | OpaqueBinding
+
+
+@dataclass(eq=False)
+class Scope:
+    node: ast.AST
+    parent: "Scope | None"
+    is_class: bool = False
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    globals: set[str] = field(default_factory=set)
+    nonlocals: set[str] = field(default_factory=set)
+
+    def bind(self, name: str, binding: Binding) -> None:
+        self.bindings.setdefault(name, []).append(binding)
+
+
+class NameResolver:
+    """Built once per module; answers for any expression node of that module."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.module_scope = Scope(tree, None)
+        self.star_imports: list[str] = []
+        self._scope_of: dict[int, Scope] = {}
+        self.scopes: list[Scope] = [self.module_scope]
+        _ScopeBuilder(self).build(tree)
+
+    # -- public API -------------------------------------------------------------------------
+
+    def resolve(self, expr: ast.AST) -> tuple[Target, ...]:
+        """Every target ``expr`` may evaluate to; empty when it cannot name anything imported."""
+        return tuple(dict.fromkeys(self._resolve(expr, frozenset())))
+
+    def candidates(self, expr: ast.AST) -> frozenset[str]:
+        """The qualified names ``expr`` may refer to (``LOCAL`` included when it may be local)."""
+        return frozenset(t.name for t in self.resolve(expr))
+
+    def qualified_name(self, expr: ast.AST) -> str | None:
+        """The one qualified name ``expr`` refers to, or None when it is unknown or ambiguous."""
+        targets = self.resolve(expr)
+        if len(targets) == 1 and targets[0].name != LOCAL and not targets[0].partials:
+            return targets[0].name
+        return None
+
+    def bindings(self, name: ast.Name) -> list[Binding]:
+        """The bindings a Name may read (all of them, from the scope Python would look in)."""
+        scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
+        return list(scope.bindings.get(name.id, [])) if scope else []
+
+    def imports(self) -> Iterator[tuple[ImportBinding, Scope]]:
+        """Every import binding in the module, in every scope."""
+        for scope in self.scopes:
+            for bindings in scope.bindings.values():
+                for binding in bindings:
+                    if isinstance(binding, ImportBinding):
+                        yield binding, scope
+
+    # -- resolution -------------------------------------------------------------------------
+
+    def _resolve(self, expr: ast.AST, seen: frozenset[int]) -> Iterator[Target]:
+        if isinstance(expr, ast.Name):
+            yield from self._resolve_name(expr, seen)
+        elif isinstance(expr, ast.Attribute):
+            for base in self._resolve(expr.value, seen):
+                if base.name == LOCAL or base.partials:
+                    yield Target(LOCAL)
+                else:
+                    yield Target(f"{base.name}.{expr.attr}")
+        elif isinstance(expr, ast.Call) and expr.args:
+            func = frozenset(t.name for t in self._resolve(expr.func, seen))
+            if func & PARTIAL:
+                for target in self._resolve(expr.args[0], seen | {id(expr)}):
+                    yield Target(target.name, (expr, *target.partials))
+
+    def _resolve_name(self, name: ast.Name, seen: frozenset[int]) -> Iterator[Target]:
+        scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
+        if scope is None:
+            # Unbound here: a builtin, or a name a star import brought in.
+            for module in self.star_imports:
+                yield Target(f"{module}.{name.id}")
+            return
+        for binding in scope.bindings[name.id]:
+            if isinstance(binding, ImportBinding):
+                yield Target(binding.qualname)
+            elif isinstance(binding, ValueBinding) and id(binding.value) not in seen:
+                targets = list(self._resolve(binding.value, seen | {id(binding.value)}))
+                yield from targets or [Target(LOCAL)]
+            else:
+                yield Target(LOCAL)
+
+    def _binding_scope(self, name: str, scope: Scope) -> Scope | None:
+        start = scope
+        while scope is not None:
+            if name in scope.globals:
+                return self.module_scope if name in self.module_scope.bindings else None
+            if name in scope.bindings and name not in scope.nonlocals:
+                return scope
+            scope = scope.parent
+            # Class bodies are not enclosing scopes for the functions nested in them.
+            while scope is not None and scope.is_class and scope is not start:
+                scope = scope.parent
+        return None
+
+
+class _ScopeBuilder:
+    """One recursive pass that records bindings per scope and the scope of every Name."""
+
+    def __init__(self, resolver: NameResolver) -> None:
+        self.resolver = resolver
+
+    def _scope(self, node: ast.AST, parent: Scope, is_class: bool = False) -> Scope:
+        scope = Scope(node, parent, is_class)
+        self.resolver.scopes.append(scope)
+        return scope
+
+    def build(self, tree: ast.Module) -> None:
+        self._body(tree.body, self.resolver.module_scope)
+
+    def _body(self, stmts: list[ast.stmt], scope: Scope) -> None:
+        for stmt in stmts:
+            self._stmt(stmt, scope)
+
+    def _stmt(self, node: ast.stmt, scope: Scope) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._exprs([*node.decorator_list, *_defaults(node.args), node.returns], scope)
+            self._annotations(node.args, scope)
+            scope.bind(node.name, OpaqueBinding(node))
+            inner = self._scope(node, scope)
+            self._params(node.args, inner)
+            self._body(node.body, inner)
+        elif isinstance(node, ast.ClassDef):
+            self._exprs([*node.decorator_list, *node.bases, *(k.value for k in node.keywords)], scope)
+            scope.bind(node.name, OpaqueBinding(node))
+            self._body(node.body, self._scope(node, scope, is_class=True))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    scope.bind(alias.asname, ImportBinding(alias.name, alias))
+                else:
+                    top = alias.name.partition(".")[0]
+                    scope.bind(top, ImportBinding(top, alias))
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    if scope is self.resolver.module_scope and not node.level:
+                        self.resolver.star_imports.append(module)
+                    continue
+                qualname = f"{module}.{alias.name}" if node.module else module + alias.name
+                scope.bind(alias.asname or alias.name, ImportBinding(qualname, alias))
+        elif isinstance(node, ast.Assign):
+            self._expr(node.value, scope)
+            for target in node.targets:
+                self._target(target, scope, node.value if len(node.targets) == 1 else None)
+        elif isinstance(node, ast.AnnAssign):
+            self._exprs([node.value, node.annotation], scope)
+            self._target(node.target, scope, node.value)
+        elif isinstance(node, ast.AugAssign):
+            self._expr(node.value, scope)
+            self._target(node.target, scope, None)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self._expr(node.iter, scope)
+            self._target(node.target, scope, None)
+            self._body(node.body + node.orelse, scope)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self._expr(item.context_expr, scope)
+                if item.optional_vars is not None:
+                    self._target(item.optional_vars, scope, None)
+            self._body(node.body, scope)
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self._body(node.body, scope)
+            for handler in node.handlers:
+                self._expr(handler.type, scope)
+                if handler.name:
+                    scope.bind(handler.name, OpaqueBinding(handler))
+                self._body(handler.body, scope)
+            self._body(node.orelse + node.finalbody, scope)
+        elif isinstance(node, ast.Global):
+            scope.globals.update(node.names)
+        elif isinstance(node, ast.Nonlocal):
+            scope.nonlocals.update(node.names)
+        elif isinstance(node, ast.Match):
+            self._expr(node.subject, scope)
+            for case in node.cases:
+                for sub in ast.walk(case.pattern):
+                    captured = getattr(sub, "name", None) or getattr(sub, "rest", None)
+                    if isinstance(captured, str):
+                        scope.bind(captured, OpaqueBinding(sub))
+                    if isinstance(sub, ast.MatchValue):
+                        self._expr(sub.value, scope)
+                self._expr(case.guard, scope)
+                self._body(case.body, scope)
+        else:
+            # if / while / return / expression statements / raise / assert / delete ...
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt):
+                    self._stmt(child, scope)
+                elif isinstance(child, ast.expr):
+                    self._expr(child, scope)
+
+    def _target(self, target: ast.expr, scope: Scope, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            scope.bind(target.id, ValueBinding(value) if value is not None else OpaqueBinding(target))
+            self.resolver._scope_of[id(target)] = scope
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._target(element, scope, None)
+        elif isinstance(target, ast.Starred):
+            self._target(target.value, scope, None)
+        else:  # attribute or subscript: evaluates names, binds none
+            self._expr(target, scope)
+
+    def _params(self, args: ast.arguments, scope: Scope) -> None:
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None:
+                scope.bind(arg.arg, OpaqueBinding(arg))
+
+    def _annotations(self, args: ast.arguments, scope: Scope) -> None:
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None and arg.annotation is not None:
+                self._expr(arg.annotation, scope)
+
+    def _exprs(self, exprs, scope: Scope) -> None:
+        for expr in exprs:
+            if expr is not None:
+                self._expr(expr, scope)
+
+    def _expr(self, node: ast.AST | None, scope: Scope) -> None:
+        # Iterative: deeply nested expressions must not hit the recursion limit.
+        stack = [node] if node is not None else []
+        scope_of = self.resolver._scope_of
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Name):
+                scope_of[id(node)] = scope
+            elif isinstance(node, ast.Lambda):
+                stack.extend(_defaults(node.args))
+                inner = self._scope(node, scope)
+                self._params(node.args, inner)
+                self._expr(node.body, inner)
+            elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                self._comprehension(node, scope)
+            elif isinstance(node, ast.NamedExpr):
+                # The walrus binds in the nearest enclosing non-comprehension scope.
+                owner = scope
+                while isinstance(owner.node, _COMPREHENSIONS) and owner.parent is not None:
+                    owner = owner.parent
+                owner.bind(node.target.id, ValueBinding(node.value))
+                scope_of[id(node.target)] = owner
+                stack.append(node.value)
+            else:
+                stack.extend(ast.iter_child_nodes(node))
+
+    def _comprehension(self, node: ast.expr, scope: Scope) -> None:
+        first, *rest = node.generators
+        self._expr(first.iter, scope)
+        inner = self._scope(node, scope)
+        for generator in node.generators:
+            self._target(generator.target, inner, None)
+        for generator in rest:
+            self._expr(generator.iter, inner)
+        for generator in node.generators:
+            self._exprs(generator.ifs, inner)
+        if isinstance(node, ast.DictComp):
+            self._exprs([node.key, node.value], inner)
+        else:
+            self._expr(node.elt, inner)
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _defaults(args: ast.arguments) -> list[ast.expr]:
+    return [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
