@@ -60,12 +60,21 @@ class Finding:
     end_line: int
     end_column: int
     fix: Fix | None = None
+    # For notebooks: the 1-based cell number; line and end_line then count within that cell.
+    cell: int | None = None
+
+    @property
+    def location(self) -> str:
+        """``path:line:col``, or ``path:cell N:line:col`` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     @property
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.column, self.code, self.message)
+        return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
 
     def to_dict(self) -> dict:
+        cell = {} if self.cell is None else {"cell": self.cell}
         return {
             "code": self.code,
             "message": self.message,
@@ -77,6 +86,7 @@ class Finding:
             "fix": None
             if self.fix is None
             else {"safety": self.fix.safety.value, "message": self.fix.message},
+            **cell,
         }
 
 
