@@ -1,0 +1,68 @@
+"""``jaxmigrate verify OLD NEW``: the click command the CLI mounts (``main.add_command(verify)``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from .harness import THREEFRY_CHOICES, VerifyUsageError
+from .harness import verify as run_verify
+from .report import EXIT_FAILED, render
+
+
+@click.command("verify")
+@click.argument("old", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("new", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--entry", "entries", multiple=True, required=True, metavar="NAME",
+              help="Function to call on both sides (repeatable; all run in one worker per side).")
+@click.option("--devices", default=8, show_default=True, type=click.IntRange(min=1),
+              help="Number of forced CPU devices.")
+@click.option("--inputs", metavar="FILE.py:FUNCTION",
+              help="Function building the entries' arguments, called inside each worker: returns a tuple "
+                   "(positional args), a dict (keyword args) or one argument; if it takes a parameter it "
+                   "gets the entry name.")
+@click.option("--old-python", metavar="PYTHON", help="Interpreter for the old side (default: this one).")
+@click.option("--new-python", metavar="PYTHON", help="Interpreter for the new side (default: this one).")
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds each side may run before its process group is killed.")
+@click.option("--unreplicate", type=click.Choice(["old", "new"]),
+              help="Drop that side's leading device axis where all its slices are equal "
+                   "(pmap-era replicated outputs vs global ones).")
+@click.option("--threefry-partitionable", type=click.Choice(THREEFRY_CHOICES), default="true",
+              show_default=True, help="Set jax_threefry_partitionable on both sides (where that JAX has it), "
+                                      "so random streams agree; as-is keeps each side's default.")
+@click.option("--rtol", type=float, help="Relative tolerance for float leaves (default: by dtype).")
+@click.option("--atol", type=float, help="Absolute tolerance for float leaves (default: by dtype).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the report as JSON to this file ('-' for stdout, then no table).")
+def verify(
+    old: Path, new: Path, entries: tuple[str, ...], devices: int, inputs: str | None,
+    old_python: str | None, new_python: str | None, timeout: float, unreplicate: str | None,
+    threefry_partitionable: str, rtol: float | None, atol: float | None, json_path: Path | None,
+) -> None:
+    """Run OLD and NEW side by side on forced CPU devices; compare outputs and collectives.
+
+    Exit status: 0 all entries equal, 1 some output differs, 2 a side failed to run.
+    """
+    try:
+        report = run_verify(
+            old, new, entries, devices=devices, inputs=inputs, old_python=old_python,
+            new_python=new_python, timeout=timeout, unreplicate=unreplicate,
+            threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol,
+        )
+    except VerifyUsageError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except ImportError as exc:  # numpy missing in this interpreter: the runtime extra
+        click.echo(f"jaxmigrate verify needs numpy here ({exc}); install 'jaxmigrate[runtime]'.", err=True)
+        raise SystemExit(EXIT_FAILED) from exc
+    payload = json.dumps(report.to_json(), indent=2)
+    if json_path is not None and str(json_path) == "-":
+        click.echo(payload)
+    else:
+        if json_path is not None:
+            json_path.write_text(payload + "\n")
+        render(report, Console())
+    raise SystemExit(report.exit_code)

@@ -1,0 +1,256 @@
+"""One side of a verification, run as a standalone script: ``python worker.py request.json``.
+
+This file runs under whatever interpreter the user points the harness at (a venv with
+jax 0.4.30, say) where jaxmigrate is not installed, so it imports only the standard library,
+numpy and jax - never the jaxmigrate package - and keeps to syntax every supported Python reads.
+
+The parent puts JAX_PLATFORMS / XLA_FLAGS (forced CPU device count, HLO dump dir) in this
+process's environment; XLA reads them once, when the backend starts, so they must be in place
+before jax is imported - which is why jax is imported inside main(), after checking them.
+
+Protocol: the request names the program, entries, optional inputs function, output dir and
+dump dir. The worker (re)writes ``result.json`` in the output dir after every step, so a parent
+that has to kill a hung worker still knows how far it got, and saves each entry's output leaves
+to ``<index>.npz``.
+"""
+
+import os
+import sys
+
+# Run as a script, this file's folder is sys.path[0]; a user program importing a module named
+# like one of ours (compare, report, hlo) must get its own, so drop that entry first.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import importlib.util  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+_AFTER_OPT = re.compile(r"^module_\d+\..+\.(?:[a-z]+_)?after_optimizations\.txt$")
+EXIT_OK, EXIT_FAILED, EXIT_NO_JAX = 0, 3, 4
+
+
+class _Result:
+    def __init__(self, out_dir):
+        self.path = os.path.join(out_dir, "result.json")
+        self.data = {"status": "running", "phase": "start", "entries": {}}
+
+    def update(self, **fields):
+        self.data.update(fields)
+        self.flush()
+
+    def flush(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(self.data, fh, indent=1, default=str)
+        os.replace(tmp, self.path)
+
+
+def _load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load %s as a module" % path)
+    module = importlib.util.module_from_spec(spec)
+    # Registered before executing, so pickling, dataclasses and self-imports see it.
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _module_name(path, fallback):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    # A stem that shadows an imported module (jax.py, numpy.py) would replace it.
+    if stem.isidentifier() and stem not in sys.modules:
+        return stem
+    return fallback
+
+
+def _optimized_modules(dump_dir):
+    try:
+        names = os.listdir(dump_dir)
+    except FileNotFoundError:
+        return set()
+    return {n for n in names if _AFTER_OPT.match(n)}
+
+
+def _call_args(inputs_fn, entry):
+    """Build an entry's arguments; a one-parameter inputs function is told which entry."""
+    if inputs_fn is None:
+        return (), {}
+    try:
+        takes_entry = len(inspect.signature(inputs_fn).parameters) >= 1
+    except (TypeError, ValueError):
+        takes_entry = False
+    made = inputs_fn(entry) if takes_entry else inputs_fn()
+    if isinstance(made, dict):
+        return (), made
+    if isinstance(made, tuple):
+        return made, {}
+    return (made,), {}
+
+
+def _block(jax, tree):
+    if hasattr(jax, "block_until_ready"):
+        return jax.block_until_ready(tree)
+    return jax.tree_util.tree_map(lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree)
+
+
+def _leaf_to_numpy(jax, np, leaf):
+    """(array numpy can save without pickle, dtype name as JAX knows it, note)."""
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return np.asarray(jax.random.key_data(leaf)), "key<%s>" % dtype, "typed PRNG key: key data compared"
+    try:
+        array = np.asarray(leaf)
+    except Exception as exc:  # an opaque leaf: compare its repr only
+        return None, type(leaf).__name__, "not an array (%s): %r" % (type(exc).__name__, leaf)
+    name = str(array.dtype)
+    if array.dtype.kind == "O" or array.dtype.kind in "US":
+        return None, name, repr(leaf)
+    if array.dtype.kind == "V":
+        # ml_dtypes (bfloat16, float8_*, int4) would need ml_dtypes to load back; every value
+        # of theirs is exact in float32 / int64, so save that and keep the real name.
+        wide = np.int64 if ("int" in name) else np.float32
+        return array.astype(wide), name, ""
+    return array, name, ""
+
+
+def _save_outputs(jax, np, out, path):
+    flat, treedef = jax.tree_util.tree_flatten_with_path(out)
+    arrays, leaves = {}, []
+    for i, (key_path, leaf) in enumerate(flat):
+        array, dtype_name, note = _leaf_to_numpy(jax, np, leaf)
+        key = "leaf_%05d" % i
+        if array is not None:
+            arrays[key] = array
+        sharding = getattr(leaf, "sharding", None)
+        leaves.append({
+            "path": jax.tree_util.keystr(key_path) or "<root>",
+            "key": key if array is not None else None,
+            "shape": list(array.shape) if array is not None else None,
+            "dtype": dtype_name,
+            "sharding": " ".join(str(sharding).split()) if sharding is not None else None,
+            "note": note,
+        })
+    np.savez(path, **arrays)
+    return {"treedef": str(treedef), "leaves": leaves}
+
+
+def _user_traceback():
+    """The current exception's traceback without this file's frames: the user's code is the story."""
+    kind, exc, tb = sys.exc_info()
+    if exc is None:
+        return ""
+    here = os.path.abspath(__file__)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(kind, exc, tb))
+
+
+def _fail(result, kind, message, code=EXIT_FAILED):
+    result.update(status="failed", failure={"kind": kind, "message": message,
+                                            "traceback": _user_traceback()})
+    return code
+
+
+def _set_threefry(jax, mode):
+    """Apply --threefry-partitionable; report the value in effect (None: this JAX lacks it)."""
+    if not hasattr(jax.config, "jax_threefry_partitionable"):
+        return None
+    if mode in ("true", "false"):
+        jax.config.update("jax_threefry_partitionable", mode == "true")
+    return bool(jax.config.jax_threefry_partitionable)
+
+
+def main(argv):
+    with open(argv[1]) as fh:
+        req = json.load(fh)
+    result = _Result(req["out_dir"])
+    result.update(python=sys.executable, python_version=sys.version.split()[0], pid=os.getpid())
+    started = time.monotonic()
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_force_host_platform_device_count=%d" % req["devices"] not in flags or "jax" in sys.modules:
+        return _fail(result, "worker-error", "XLA_FLAGS must be set before jax is imported; got %r" % flags)
+    try:
+        import numpy as np
+        import jax
+    except Exception as exc:
+        return _fail(result, "no-jax", "%s: %s" % (type(exc).__name__, exc), EXIT_NO_JAX)
+
+    result.update(phase="backend", jax_version=jax.__version__, numpy_version=np.__version__)
+    threefry = _set_threefry(jax, req.get("threefry_partitionable", "as-is"))
+    result.update(device_count=jax.device_count(), platform=jax.devices()[0].platform,
+                  threefry_partitionable=threefry)
+
+    program = os.path.abspath(req["program"])
+    folder = os.path.dirname(program)
+    sys.path.insert(0, folder)
+    os.chdir(folder)
+    result.update(phase="import")
+    try:
+        module = _load_module(program, _module_name(program, "jaxmigrate_program"))
+    except Exception as exc:
+        return _fail(result, "import-error", "importing %s raised %s: %s" % (program, type(exc).__name__, exc))
+
+    inputs_fn = None
+    if req.get("inputs"):
+        inputs_file, inputs_name = req["inputs"]["file"], req["inputs"]["function"]
+        try:
+            inputs_module = module if os.path.abspath(inputs_file) == program else _load_module(
+                inputs_file, _module_name(inputs_file, "jaxmigrate_inputs"))
+        except FileNotFoundError as exc:
+            return _fail(result, "missing-inputs", "inputs file %s not found (%s)" % (inputs_file, exc))
+        except Exception as exc:
+            return _fail(result, "missing-inputs", "importing inputs file %s raised %s: %s"
+                         % (inputs_file, type(exc).__name__, exc))
+        inputs_fn = getattr(inputs_module, inputs_name, None)
+        if not callable(inputs_fn):
+            return _fail(result, "missing-inputs", "inputs function %r not found in %s" % (inputs_name, inputs_file))
+
+    any_failed = False
+    for index, entry in enumerate(req["entries"]):
+        record = {"index": index, "status": "running"}
+        result.data["entries"][entry] = record
+        result.update(phase="entry", running=entry)
+        fn = getattr(module, entry, None)
+        if not callable(fn):
+            record.update(status="failed", failure={
+                "kind": "missing-entry", "traceback": "",
+                "message": "entry %r is not a function defined in %s" % (entry, program)})
+            any_failed = True
+            continue
+        try:
+            args, kwargs = _call_args(inputs_fn, entry)
+            args, kwargs = _block(jax, (args, kwargs))
+        except Exception as exc:
+            record.update(status="failed", failure={
+                "kind": "inputs-raised", "traceback": _user_traceback(),
+                "message": "inputs function %r raised %s: %s" % (req["inputs"]["function"], type(exc).__name__, exc)})
+            any_failed = True
+            continue
+        before = _optimized_modules(req["dump_dir"])
+        t0 = time.monotonic()
+        try:
+            out = _block(jax, fn(*args, **kwargs))
+        except Exception as exc:
+            record.update(status="failed", failure={
+                "kind": "raised", "traceback": _user_traceback(),
+                "message": "%s() raised %s: %s" % (entry, type(exc).__name__, exc)})
+            any_failed = True
+            continue
+        seconds = time.monotonic() - t0
+        modules = sorted(_optimized_modules(req["dump_dir"]) - before)
+        outputs = _save_outputs(jax, np, out, os.path.join(req["out_dir"], "%d.npz" % index))
+        record.update(status="ok", seconds=seconds, modules=modules, outputs=outputs)
+
+    result.update(status="failed" if any_failed else "ok", phase="done", running=None,
+                  seconds=time.monotonic() - started)
+    return EXIT_FAILED if any_failed else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,86 @@
+"""compare.py: structure, dtype/shape, tolerances by dtype, unreplicate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxmigrate.runtime_checks.compare import Leaf, Outputs, compare_leaf, compare_outputs, default_tolerance
+
+
+def leaf(path: str, value: np.ndarray, dtype: str | None = None) -> Leaf:
+    return Leaf(path, dtype or str(value.dtype), tuple(value.shape), value)
+
+
+def test_float32_within_default_tolerance_is_equal() -> None:
+    a = np.linspace(0, 1, 10, dtype=np.float32)
+    assert compare_leaf(leaf("x", a), leaf("x", a * (1 + 1e-7))).equal
+    far = compare_leaf(leaf("x", a), leaf("x", a + 1e-3))
+    assert not far.equal and far.reason == "values differ"
+    assert far.max_abs == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_ints_and_bools_are_exact() -> None:
+    assert default_tolerance("int32") == (0.0, 0.0) and default_tolerance("bool") == (0.0, 0.0)
+    a = np.arange(5, dtype=np.int32)
+    assert not compare_leaf(leaf("k", a), leaf("k", a + np.array([0, 0, 0, 0, 1], np.int32)), rtol=1, atol=1).equal
+    assert not compare_leaf(leaf("b", a > 2), leaf("b", a > 1)).equal
+
+
+def test_bfloat16_saved_as_float32_uses_bfloat16_tolerance() -> None:
+    a = np.array([1.0, 2.0], np.float32)
+    assert compare_leaf(leaf("l", a, "bfloat16"), leaf("l", a + 5e-3, "bfloat16")).equal
+    assert not compare_leaf(leaf("l", a, "float32"), leaf("l", a + 5e-3, "float32")).equal
+
+
+def test_dtype_and_shape_mismatch_named_with_unreplicate_hint() -> None:
+    a = np.ones((2,), np.float32)
+    assert "dtype float32 vs float64" in compare_leaf(leaf("x", a), leaf("x", a.astype(np.float64))).reason
+    reason = compare_leaf(leaf("x", np.ones((8, 2), np.float32)), leaf("x", a)).reason
+    assert "shape (8, 2) vs (2,)" in reason and "unreplicate='old'" in reason
+
+
+def test_nan_in_same_place_is_equal_but_one_sided_nan_is_not() -> None:
+    a = np.array([1.0, np.nan], np.float32)
+    assert compare_leaf(leaf("x", a), leaf("x", a.copy())).equal
+    one_sided = compare_leaf(leaf("x", np.array([1.0, 2.0], np.float32)), leaf("x", a))
+    assert not one_sided.equal and one_sided.max_abs == float("inf")
+
+
+def test_unreplicate_drops_equal_device_slices_only() -> None:
+    glob = np.arange(3, dtype=np.float32)
+    replicated = np.stack([glob] * 8)
+    dropped = compare_leaf(leaf("p", replicated), leaf("p", glob), unreplicate="old")
+    assert dropped.equal and dropped.unreplicated == "old" and dropped.old_shape == (3,)
+    skewed = replicated.copy()
+    skewed[5, 0] += 1
+    bad = compare_leaf(leaf("p", skewed), leaf("p", glob), unreplicate="old")
+    assert not bad.equal and "slice 5" in bad.reason
+    assert compare_leaf(leaf("p", glob), leaf("p", replicated), unreplicate="new").equal
+    # A leaf that already matches is left alone.
+    same = compare_leaf(leaf("q", glob), leaf("q", glob), unreplicate="old")
+    assert same.equal and same.unreplicated is None
+
+
+def test_structure_mismatch_lists_missing_and_extra_leaves() -> None:
+    a = np.zeros(2, np.float32)
+    old = Outputs("T", [leaf("['a']", a), leaf("['b']", a)])
+    new = Outputs("T", [leaf("['a']", a), leaf("['c']", a)])
+    result = compare_outputs(old, new)
+    assert not result.equal and not result.structure_equal
+    assert result.problems == ["leaves only in old: ['b']", "leaves only in new: ['c']"]
+    assert [d.path for d in result.leaves] == ["['a']"]
+
+
+def test_treedef_text_compared_only_within_one_jax_version() -> None:
+    a = np.zeros(2, np.float32)
+    old, new = Outputs("PyTreeDef([*])", [leaf("[0]", a)]), Outputs("PyTreeDef((*,))", [leaf("[0]", a)])
+    assert not compare_outputs(old, new, same_jax=True).equal
+    assert compare_outputs(old, new, same_jax=False).equal
+
+
+def test_worst_orders_by_distance_outside_tolerance() -> None:
+    a = np.zeros(3, np.float32)
+    old = Outputs("T", [leaf("x", a), leaf("y", a), leaf("z", a)])
+    new = Outputs("T", [leaf("x", a + 1e-3), leaf("y", a + 1.0), leaf("z", a)])
+    assert [d.path for d in compare_outputs(old, new).worst()] == ["y", "x"]
