@@ -15,7 +15,7 @@ from typing import Sequence
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Safety
 
 CACHE_DIR = ".jaxmigrate_cache"
-FORMAT = 1
+FORMAT = 2
 MAX_STALE = 5000
 
 
@@ -93,16 +93,18 @@ def _plain(finding: Finding) -> list:
             finding.fix.safety.value,
             finding.fix.message,
             [[e.start, e.end, e.content] for e in finding.fix.edits],
+            finding.fix.codemod,
         ]
     return [
         finding.code, finding.message, finding.path, finding.line, finding.column,
-        finding.end_line, finding.end_column, fix,
+        finding.end_line, finding.end_column, fix, finding.cell,
     ]
 
 
 def _finding(item: list) -> Finding:
-    code, message, path, line, column, end_line, end_column, fix = item
+    code, message, path, line, column, end_line, end_column, fix, cell = item
     return Finding(
         code, message, path, line, column, end_line, end_column,
-        None if fix is None else Fix(Safety(fix[0]), fix[1], tuple(Edit(*e) for e in fix[2])),
+        None if fix is None else Fix(Safety(fix[0]), fix[1], tuple(Edit(*e) for e in fix[2]), fix[3]),
+        cell,
     )

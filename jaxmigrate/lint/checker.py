@@ -136,54 +136,91 @@ def fix_text(
     target_jax: tuple[int, int],
     unsafe: bool = False,
 ) -> FixResult:
-    """Apply fixes until none is left (bounded); the result always parses."""
+    """Apply fixes until none is left (bounded); the result always parses.
+
+    Each pass applies either all non-overlapping edit fixes, or (when none is left) one codemod
+    for all of its findings; then the text is linted again, so later fixes see earlier ones.
+    """
     allowed = {Safety.SAFE, Safety.UNSAFE} if unsafe else {Safety.SAFE}
     fixed = 0
     errors: list[Finding] = []
     rejected: set[tuple] = set()
     findings = lint_text(text, path, rules, target_jax)
     for _ in range(MAX_FIX_PASSES):
-        fixes = [
-            (f.code, f.fix)
-            for f in findings
+        fixable = [
+            f for f in findings
             if f.fix is not None and f.fix.safety in allowed and _fix_key(f.fix) not in rejected
         ]
-        if not fixes:
+        if not fixable:
             break
-        newline = SourceText(text).newline
-        applied, text_after = _apply_non_overlapping(text, fixes, newline)
-        if not _parses(text_after):
-            # Find the culprits one by one, keep the fixes that are fine on their own.
-            applied, text_after = [], text
-            for code, fix in fixes:
-                candidate = _apply(text_after, list(fix.edits), newline)
-                if _overlaps_applied(fix, applied) or not _parses(candidate):
-                    if not _parses(candidate):
-                        rejected.add(_fix_key(fix))
-                        errors.append(_broken_fix_error(path, code, fix, SourceText(text)))
-                    continue
-                applied.append(fix)
-                text_after = candidate
-                break  # offsets of the others are stale now; the next pass re-lints
-        if not applied or text_after == text:
-            break
-        fixed += len(applied)
+        source = SourceText(text)
+        edit_fixes = [f for f in fixable if not f.fix.codemod]
+        if edit_fixes:
+            count, text_after = _apply_edit_fixes(text, edit_fixes, source, path, rejected, errors)
+        else:
+            count, text_after = _apply_codemod(text, fixable, source, path, rejected, errors)
+        if not count or text_after == text:
+            continue  # what failed was rejected; the others get another pass
+        fixed += count
         text = text_after
         findings = lint_text(text, path, rules, target_jax)
     return FixResult(text, findings, fixed, errors)
 
 
+def _apply_edit_fixes(text, findings, source, path, rejected, errors) -> tuple[int, str]:
+    applied, text_after = _apply_non_overlapping(text, [f.fix for f in findings], source.newline)
+    if _parses(text_after):
+        return len(applied), text_after
+    # Some fix breaks the file: keep the first one that is fine on its own, reject the breakers.
+    for finding in findings:
+        candidate = _apply(text, list(finding.fix.edits), source.newline)
+        if _parses(candidate):
+            return 1, candidate
+        rejected.add(_fix_key(finding.fix))
+        errors.append(_broken_fix_error(path, finding.code, finding.fix, source, finding))
+    return 0, text
+
+
+def _apply_codemod(text, findings, source, path, rejected, errors) -> tuple[int, str]:
+    name = findings[0].fix.codemod
+    mine = [f for f in findings if f.fix.codemod == name]
+    sites = frozenset((f.line, f.column) for f in mine)
+    try:
+        candidate = _load_codemod(name)(text, sites)
+    except Exception as error:  # a codemod's bug must not cost the user the other fixes
+        candidate, problem = None, f"{type(error).__name__}: {error}"
+    else:
+        problem = None if _parses(candidate) else "its result does not parse"
+    if problem is None and candidate != text:
+        return len(mine), candidate
+    for finding in mine:
+        rejected.add(_fix_key(finding.fix))
+    if problem is not None:
+        errors.append(_broken_fix_error(path, mine[0].code, mine[0].fix, source, mine[0], problem))
+    return 0, text
+
+
+@cache
+def _load_codemod(name: str):
+    from importlib import import_module
+
+    module, _, function = name.partition(":")
+    return getattr(import_module(module), function)
+
+
 def _fix_key(fix: Fix) -> tuple:
-    return (fix.message, fix.edits)
+    return (fix.message, fix.edits, fix.codemod)
 
 
-def _broken_fix_error(path: str, code: str, fix: Fix, source: SourceText) -> Finding:
-    line, column = source.position(min(edit.start for edit in fix.edits))
+def _broken_fix_error(
+    path: str, code: str, fix: Fix, source: SourceText, finding: Finding,
+    problem: str = "it would leave the file unparseable",
+) -> Finding:
     return Finding(
         "JM001",
-        f"the fix of {code} ({fix.message}) would leave {path} unparseable; it was not applied"
+        f"the fix of {code} ({fix.message}) was not applied to {path}: {problem}"
         " (please report it)",
-        path, line, column, line, column,
+        path, finding.line, finding.column, finding.line, finding.column,
     )
 
 
@@ -196,11 +233,9 @@ def _overlaps_applied(fix: Fix, applied: list[Fix]) -> bool:
     )
 
 
-def _apply_non_overlapping(
-    text: str, fixes: list[tuple[str, Fix]], newline: str
-) -> tuple[list[Fix], str]:
+def _apply_non_overlapping(text: str, fixes: list[Fix], newline: str) -> tuple[list[Fix], str]:
     applied: list[Fix] = []
-    for _, fix in sorted(fixes, key=lambda item: min(e.start for e in item[1].edits)):
+    for fix in sorted(fixes, key=lambda fix: min(e.start for e in fix.edits)):
         if not _overlaps_applied(fix, applied):
             applied.append(fix)
     edits = [edit for fix in applied for edit in fix.edits]

@@ -37,11 +37,22 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
+    """A fix is either text edits, or a whole-module codemod named ``"module:function"``.
+
+    A codemod is called as ``function(text, sites) -> new_text`` where ``sites`` holds the
+    (line, column) of every finding whose fix is being applied in this pass, so it rewrites those
+    and nothing the user suppressed. Codemods let a fix add imports and module-level helpers, and
+    they run only when fixing: detection never pays for a LibCST parse.
+    """
+
     safety: Safety
     message: str
-    edits: tuple[Edit, ...]
+    edits: tuple[Edit, ...] = ()
+    codemod: str | None = None
 
     def __post_init__(self) -> None:
+        if bool(self.edits) == bool(self.codemod):
+            raise ValueError("a fix has either edits or a codemod, not both and not neither")
         spans = sorted(self.edits)
         for before, after in zip(spans, spans[1:]):
             if after.start < before.end:
