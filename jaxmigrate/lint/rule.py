@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import inspect
 import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
@@ -165,7 +166,7 @@ class Rule:
 
     @classmethod
     def explanation(cls) -> str:
-        return textwrap.dedent(cls.__doc__ or "").strip()
+        return inspect.cleandoc(cls.__doc__ or "")
 
     @classmethod
     def visited_types(cls) -> dict[str, str]:

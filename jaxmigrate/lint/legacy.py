@@ -1,0 +1,169 @@
+"""Base classes for rules driven by the legacy-symbol catalogue (``symbols.toml``).
+
+Reporting follows ruff's banned-api model: one finding per textual mention of a legacy name —
+each import alias that imports it, each attribute chain that reaches it, each bare name that only
+a star import can have bound. A name bound by an explicit import is not reported again where it
+is used (the import already was), and a rebinding (``pm = jax.pmap``) is reported where the legacy
+name is written, not where ``pm`` is called. Every decision goes through the one resolver, so a
+local ``def pmap``, a parameter named ``jax`` or ``self.pmap`` is never mistaken for jax's.
+
+Subclasses set ``code`` (which selects their catalogue entries) and the usual Rule attributes; the
+later fix issue overrides ``fix_for`` and uses each entry's ``fix`` / ``safety`` data.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate import catalogue
+from jaxmigrate.catalogue import Symbol
+from jaxmigrate.lint.context import FileContext
+from jaxmigrate.lint.rule import Fix, Rule
+from jaxmigrate.names import LOCAL, Target
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def describe(symbol: Symbol, shown: str, ctx: FileContext, ambiguous: bool = False) -> str:
+    message = f"`{shown}` {symbol.status(ctx.target_jax)}"
+    if symbol.note:
+        message += f" ({symbol.note})"
+    message += f"; use {symbol.replacement}"
+    if ambiguous:
+        message += " [ambiguous: the name may also refer to a local definition]"
+    return message
+
+
+class CatalogueRule(Rule):
+    """Shared state and messages; no ``code`` here, so the registry does not list this class."""
+
+    def __init__(self) -> None:
+        # Imports in `except ImportError:` handlers are compatibility fallbacks, not legacy use.
+        self._fallback_imports: set[int] = set()
+
+    def symbol(self, qualname: str, ctx: FileContext) -> Symbol | None:
+        found = catalogue.lookup(qualname)
+        if found is None or found.code != self.code or not found.applies_to(ctx.target_jax):
+            return None
+        return found
+
+    def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
+        """Detection only for now; a fix slots in here, driven by ``symbol.fix``."""
+        return None
+
+    # ast.walk is breadth-first, so a Try is always seen before the imports nested in it.
+    def visit_Try(self, node: ast.Try, ctx: FileContext) -> None:
+        for handler in node.handlers:
+            if _catches_import_error(handler.type):
+                for stmt in handler.body:
+                    for sub in ast.walk(stmt):
+                        if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                            self._fallback_imports.add(id(sub))
+
+    visit_TryStar = visit_Try
+
+    def report(self, node: ast.AST, symbol: Symbol, shown: str, ctx: FileContext, ambiguous=False):
+        ctx.report(node, describe(symbol, shown, ctx, ambiguous), self.fix_for(symbol, node, ctx))
+
+
+class LegacyNameRule(CatalogueRule):
+    """Reports every mention of this rule's catalogue names (functions, classes, modules)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._covered: set[int] = set()  # inner links of an attribute chain already reported
+        self._last_names = {
+            name.rpartition(".")[2]
+            for symbol in catalogue.for_code(self.code)
+            if symbol.kind in catalogue.NAMED_KINDS
+            for name in symbol.names
+        }
+
+    def visit_Import(self, node: ast.Import, ctx: FileContext) -> None:
+        if id(node) in self._fallback_imports:
+            return
+        for alias in node.names:
+            if symbol := self.symbol(alias.name, ctx):
+                self.report(alias, symbol, alias.name, ctx)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom, ctx: FileContext) -> None:
+        if node.level or not node.module or id(node) in self._fallback_imports:
+            return
+        for alias in node.names:
+            qualname = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
+            symbol = self.symbol(qualname, ctx)
+            if symbol and (alias.name != "*" or symbol.kind == "module"):
+                self.report(alias, symbol, qualname, ctx)
+
+    def visit_Attribute(self, node: ast.Attribute, ctx: FileContext) -> None:
+        if id(node) in self._covered or not isinstance(node.ctx, ast.Load):
+            return
+        if node.attr not in self._last_names:
+            return
+        found = self._legacy(ctx.names.resolve(node), ctx)
+        if found is None:
+            return
+        base = node.value
+        while isinstance(base, ast.Attribute):
+            self._covered.add(id(base))
+            base = base.value
+        # `maps.xmap` after `from jax.experimental import maps`: the import was the mention.
+        if isinstance(base, ast.Name) and any(
+            catalogue.lookup(t.name) for t in ctx.names.resolve(base) if t.name != LOCAL
+        ):
+            return
+        symbol, shown, ambiguous = found
+        self.report(node, symbol, shown, ctx, ambiguous)
+
+    def visit_Name(self, node: ast.Name, ctx: FileContext) -> None:
+        # Only a star import can bind a name without a binding the resolver sees.
+        if node.id not in self._last_names or not isinstance(node.ctx, ast.Load):
+            return
+        if ctx.names.bindings(node):
+            return
+        found = self._legacy(ctx.names.resolve(node), ctx)
+        if found is not None:
+            symbol, shown, ambiguous = found
+        self.report(node, symbol, shown, ctx, ambiguous)
+
+    def _legacy(self, targets: tuple[Target, ...], ctx: FileContext):
+        """(symbol, shown name, ambiguous) of the first legacy candidate, or None."""
+        for target in targets:
+            if target.name != LOCAL and not target.partials:
+                if symbol := self.symbol(target.name, ctx):
+                    return symbol, target.name, len({t.name for t in targets}) > 1
+        return None
+
+
+class LegacyKeywordRule(CatalogueRule):
+    """Reports each legacy keyword argument written in a call to (or a partial of) its callee."""
+
+    def visit_Call(self, node: ast.Call, ctx: FileContext) -> None:
+        table = catalogue.keywords(self.code)
+        if not any(kw.arg in self._keywords for kw in node.keywords):
+            return
+        callees = {t.name for t in ctx.names.resolve(node.func) if t.name in table}
+        # `partial(pjit, in_axis_resources=...)`: the keyword is written in the partial call.
+        callees |= {
+            t.name
+            for t in ctx.names.resolve(node)
+            if t.partials and t.partials[0] is node and t.name in table
+        }
+        for keyword in node.keywords:
+            for callee in sorted(callees):
+                symbol = table[callee].get(keyword.arg)
+                if symbol and symbol.applies_to(ctx.target_jax):
+                    self.report(keyword, symbol, f"{keyword.arg}=", ctx)
+                    break
+
+    @property
+    def _keywords(self) -> set[str]:
+        return {s.keyword for s in catalogue.for_code(self.code) if s.kind == "keyword"}
+
+
+def _catches_import_error(handler_type: ast.expr | None) -> bool:
+    if isinstance(handler_type, ast.Name):
+        return handler_type.id in _IMPORT_ERRORS
+    if isinstance(handler_type, ast.Tuple):
+        return any(_catches_import_error(element) for element in handler_type.elts)
+    return False

@@ -1,0 +1,83 @@
+import ast
+
+from jaxmigrate import catalogue
+from jaxmigrate.lint.context import FileContext
+from jaxmigrate.lint.legacy import CatalogueRule
+from jaxmigrate.lint.rule import Invalid, Valid
+from jaxmigrate.names import ValueBinding
+
+
+class MeshContextManager(CatalogueRule):
+    """
+    ## What it does
+    Reports `with mesh:` where the with-item is a `jax.sharding.Mesh` (or the removed
+    `jax.experimental.maps.Mesh`, or `jax.make_mesh(...)`): either such a call written in the
+    `with`, or a name every binding of which is such a call.
+
+    ## Why is this bad
+    Entering a `Mesh` as a context manager set the implicit mesh that `pjit` and
+    `with_sharding_constraint` read. It is deprecated in favour of `jax.set_mesh`, and emits a
+    `DeprecationWarning` in JAX 0.10.
+
+    ## Example
+    ```python
+    mesh = jax.make_mesh((8,), ("x",))
+    with mesh:
+        y = step(x)
+    ```
+
+    ## Use instead
+    ```python
+    with jax.set_mesh(mesh):
+        y = step(x)
+    ```
+
+    ## Fix safety
+    No fix yet. `jax.set_mesh` also sets the abstract mesh seen while tracing, which can change
+    sharding-in-types behaviour, so the planned fix is unsafe.
+
+    ## References
+    - [JAX changelog](https://docs.jax.dev/en/latest/changelog.html)
+    """
+
+    code = "JM308"
+    name = "mesh-context-manager"
+    summary = "`with mesh:` is deprecated; use `with jax.set_mesh(mesh):`"
+    trigger_words = ("Mesh", "make_mesh")
+    jax_versions = "deprecated after 0.10.0 (warns in 0.10.2)"
+
+    def visit_With(self, node: ast.With, ctx: FileContext) -> None:
+        (entry,) = [s for s in catalogue.for_code(self.code) if s.kind == "context-manager"]
+        if not entry.applies_to(ctx.target_jax):
+            return
+        for item in node.items:
+            if self._is_mesh(item.context_expr, ctx, set(entry.constructors)):
+                self.report(item.context_expr, entry, "with mesh:", ctx)
+
+    def _is_mesh(self, expr: ast.expr, ctx: FileContext, constructors: set[str]) -> bool:
+        if isinstance(expr, ast.Call):
+            return ctx.names.qualified_name(expr.func) in constructors
+        if isinstance(expr, ast.Name):
+            bindings = ctx.names.bindings(expr)
+            return bool(bindings) and all(
+                isinstance(b, ValueBinding)
+                and isinstance(b.value, ast.Call)
+                and ctx.names.qualified_name(b.value.func) in constructors
+                for b in bindings
+            )
+        return False
+
+    VALID = [
+        Valid("import jax\nmesh = jax.make_mesh((8,), ('x',))\nwith jax.set_mesh(mesh):\n    pass\n"),
+        Valid("from jax.sharding import Mesh\nmesh = Mesh(d, ('x',))\nmesh = other\nwith mesh:\n    pass\n"),
+        Valid("def Mesh(*a):\n    return open('f')\n\nwith Mesh(1) as f:\n    pass\n"),
+        Valid("import jax\ndef f(mesh):\n    with mesh:\n        pass\n"),
+    ]
+    INVALID = [
+        Invalid("import jax\nmesh = jax.make_mesh((8,), ('x',))\nwith mesh:\n    y = f(x)\n"),
+        Invalid("from jax.sharding import Mesh as M\nwith M(devs, ('x',)) as mesh:\n    pass\n"),
+        Invalid(
+            "import jax\nfrom jax.sharding import Mesh\nm = Mesh(d, ('x',))\n\ndef run():\n"
+            "    with m, open('log'):\n        pass\n"
+        ),
+    ]

@@ -1,0 +1,61 @@
+"""Every registered rule's own VALID / INVALID examples, and the shape of the registry."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.checker import fix_text, lint_text
+
+TARGET = (0, 10)
+SECTIONS = ("What it does", "Why is this bad", "Example", "Use instead", "Fix safety", "References")
+
+
+def _examples(kind: str):
+    for rule in registry.all_rules():
+        for index, example in enumerate(getattr(rule, kind), 1):
+            yield pytest.param(rule, example, id=f"{rule.code}-{kind.lower()}-{index}")
+
+
+@pytest.mark.parametrize(("rule", "example"), list(_examples("VALID")))
+def test_valid_example_has_no_finding(rule, example):
+    findings = lint_text(example.code, "example.py", (rule,), TARGET)
+    assert [f for f in findings if f.code in (rule.code, "JM000", "JM001")] == []
+
+
+@pytest.mark.parametrize(("rule", "example"), list(_examples("INVALID")))
+def test_invalid_example_is_flagged(rule, example):
+    findings = lint_text(example.code, "example.py", (rule,), TARGET)
+    assert not [f for f in findings if f.code in ("JM000", "JM001")], findings
+    assert len([f for f in findings if f.code == rule.code]) == example.count, findings
+    if example.expected is not None:
+        fixed = fix_text(example.code, "example.py", (rule,), TARGET, unsafe=True)
+        assert fixed.text == example.expected
+        again = fix_text(fixed.text, "example.py", (rule,), TARGET, unsafe=True)
+        assert again.text == fixed.text and again.fixed == 0
+
+
+def _rules():
+    return [pytest.param(rule, id=rule.code) for rule in registry.all_rules()]
+
+
+def test_codes_are_unique_and_well_formed():
+    codes = [rule.code for rule in registry.all_rules()]
+    assert len(codes) == len(set(codes))
+    assert all(re.fullmatch(r"JM\d{3}", code) for code in codes), codes
+
+
+@pytest.mark.parametrize("rule", _rules())
+def test_rule_metadata(rule):
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name), rule.name
+    assert rule.trigger_words and all(rule.trigger_words)
+    assert rule.summary.strip() and "\n" not in rule.summary
+    assert rule.VALID and rule.INVALID
+
+
+@pytest.mark.parametrize("rule", _rules())
+def test_docstring_has_ruff_sections(rule):
+    headings = re.findall(r"^## (.+)$", rule.explanation(), re.MULTILINE)
+    assert [h for h in headings if h in SECTIONS] == list(SECTIONS), headings
