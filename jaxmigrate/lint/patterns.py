@@ -1,0 +1,102 @@
+"""Small shared recognisers for the sharp-bit rules (JM4xx/JM5xx): "is this jax's X" questions
+answered through the one resolver, never by a bare name match."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable, Iterator
+
+from jaxmigrate.names import NameResolver, ValueBinding
+
+DEVICE_COUNTS = frozenset({"jax.local_device_count", "jax.device_count"})
+DEVICE_LISTS = frozenset({"jax.devices", "jax.local_devices"})
+JIT = frozenset({"jax.jit", "jax.experimental.pjit.pjit"})
+PMAP = frozenset({"jax.pmap"})
+PARTITION_SPEC = frozenset({"jax.sharding.PartitionSpec", "jax.P"})
+MESH_MAKERS = frozenset({"jax.make_mesh", "jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
+
+
+def call_name(names: NameResolver, node: ast.AST) -> str | None:
+    """The qualified name a call's callee unambiguously refers to."""
+    return names.qualified_name(node.func) if isinstance(node, ast.Call) else None
+
+
+def calls_to(names: NameResolver, node: ast.AST, wanted: Iterable[str]) -> bool:
+    return call_name(names, node) in frozenset(wanted)
+
+
+def str_literal(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
+
+
+def single_value(names: NameResolver, name: ast.Name) -> ast.expr | None:
+    """The value a Name is bound to when its scope binds it exactly once, by a plain assignment."""
+    bindings = names.bindings(name)
+    if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
+        return bindings[0].value
+    return None
+
+
+def is_device_count(names: NameResolver, expr: ast.AST, _depth: int = 0) -> bool:
+    """``jax.local_device_count()``, ``jax.device_count()``, ``len(jax.devices())`` and names bound
+    (once) to one of them: the number of devices, the size of pmap's leading axis."""
+    if _depth > 4:
+        return False
+    if isinstance(expr, ast.Call):
+        if calls_to(names, expr, DEVICE_COUNTS):
+            return True
+        if (
+            isinstance(expr.func, ast.Name)
+            and expr.func.id == "len"
+            and not names.bindings(expr.func)
+            and len(expr.args) == 1
+        ):
+            return calls_to(names, expr.args[0], DEVICE_LISTS)
+    if isinstance(expr, ast.Name):
+        value = single_value(names, expr)
+        return value is not None and is_device_count(names, value, _depth + 1)
+    return False
+
+
+def mentions_devices(names: NameResolver, expr: ast.AST) -> bool:
+    """Whether the expression reads ``jax.devices()`` / ``jax.local_devices()`` (a device array)."""
+    for node in ast.walk(expr):
+        if calls_to(names, node, DEVICE_LISTS):
+            return True
+        if isinstance(node, ast.Name):
+            value = single_value(names, node)
+            if value is not None and any(calls_to(names, n, DEVICE_LISTS) for n in ast.walk(value)):
+                return True
+    return False
+
+
+def decorated_by(names: NameResolver, func: ast.AST, wanted: frozenset[str]) -> bool:
+    """``@jax.jit``, ``@jax.jit(...)``-style and ``@partial(jax.jit, ...)`` decorators."""
+    for decorator in getattr(func, "decorator_list", ()):
+        target = decorator.func if isinstance(decorator, ast.Call) and not names.resolve(decorator) else decorator
+        if any(t.name in wanted for t in names.resolve(target)):
+            return True
+    return False
+
+
+def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of a body that runs in that body's scope: nested defs, lambdas and classes
+    are skipped (their code runs in another scope, at another time)."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))

@@ -1,0 +1,168 @@
+"""JM505: taking device 0's copy of a pmap result (`out[0]`, `tree.map(lambda x: x[0], ...)`)."""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.lint.patterns import PMAP, call_name, decorated_by
+from jaxmigrate.lint.rule import Invalid, Rule, Valid
+from jaxmigrate.names import OpaqueBinding, ValueBinding
+
+TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+MESSAGE = (
+    "takes device 0's copy along pmap's leading device axis. After a migration to jit the value"
+    " is a global jax.Array without that axis: `[0]` then silently takes the first row of every"
+    " leaf (wrong shapes and values, gathered to one device). Drop the indexing when the producer"
+    " becomes jit"
+)
+
+
+class PmapOutputIndexing(Rule):
+    """
+    ## What it does
+    Finds the idioms that strip pmap's device axis from a result: `jax.tree.map(lambda x: x[0],
+    tree)` (what `flax.jax_utils.unreplicate` does; that helper itself is JM102) and `out[0]`
+    where `out` is the result of a pmapped function.
+
+    ## Why is this bad
+    Under `pmap` every output carries a leading device axis and `x[0]` picks one device's
+    replica. Once the producer is a `jax.jit` over global arrays there is no device axis: the same
+    `x[0]` indexes the model's own first dimension. Verified with jax 0.10.2 on 8 CPU devices:
+    for replicated params `w` of shape `(4,)`, `jax.tree.map(lambda x: x[0], w)` returns a scalar
+    (`w[0]`) instead of `w` - no error, just a wrong value that flows into checkpoints and metrics.
+
+    ## Example
+    ```python
+    state = p_train_step(state, batch)
+    params = jax.tree.map(lambda x: x[0], state).params
+    ```
+
+    ## Use instead
+    ```python
+    state = train_step(state, batch)  # jax.jit over NamedSharding-ed arrays
+    params = state.params
+    ```
+
+    ## Confidence
+    The `lambda x: x[0]` tree map is reported only in modules that use `jax.pmap` or flax's
+    `replicate` (elsewhere it may take the first example of a batch). A bare `out[0]` is reported
+    only when `out` is bound once, by plain assignment, to the result of a function the resolver
+    sees wrapped by `jax.pmap`.
+
+    ## Fix safety
+    No fix: the indexing is right as long as the producer is still a pmap; it must go in the same
+    change that migrates the producer.
+
+    ## References
+    - https://docs.jax.dev/en/latest/migrate_pmap.html
+    - https://flax.readthedocs.io/en/latest/api_reference/flax.jax_utils.html
+    """
+
+    code = "JM505"
+    name = "pmap-output-indexing"
+    summary = "device-0 indexing of pmap outputs: wrong values once the producer is jit"
+    trigger_words = ("pmap", "replicate")
+    jax_versions = "pmap convention; any version"
+
+    VALID = [
+        Valid("import jax\nfirst = jax.tree.map(lambda x: x[1:], batch)\n"),
+        Valid(  # the result of a jitted function
+            """
+            import jax
+            step = jax.jit(f)
+            out = step(x)
+            y = out[0]
+            """
+        ),
+        Valid(  # out rebound: no longer known to come from the pmap
+            """
+            import jax
+            step = jax.pmap(f)
+            out = step(x)
+            out = post(out)
+            y = out[0]
+            """
+        ),
+        Valid(  # no pmap in this module: x[0] may well be the first example of a batch
+            "import jax\nfirst = jax.tree.map(lambda x: x[0], batch)\n"
+        ),
+        Valid("def unreplicate(x):\n    return x\ny = unreplicate(state)\n"),
+    ]
+    INVALID = [
+        Invalid("import jax as J\nstep = J.pmap(f)\nstate = J.tree.map(lambda x: x[0], state)\n", count=1),
+        Invalid(
+            """
+            from flax.jax_utils import replicate
+            from jax.tree_util import tree_map as tm
+            state = tm(lambda a: a[0], step(replicate(state)))
+            """
+        ),
+        Invalid(
+            """
+            import jax
+            from functools import partial
+
+            @partial(jax.pmap, axis_name="batch")
+            def step(x):
+                return x
+
+            out = step(x)
+            loss = out[0]
+            """
+        ),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx) -> None:
+        name = call_name(ctx.names, node)
+        if name in TREE_MAPS and node.args and _first_of(node.args[0]) and self._uses_pmap(ctx):
+            ctx.report(node, f"`{ctx.segment(node.func)}` {MESSAGE}")
+
+    def _uses_pmap(self, ctx) -> bool:
+        if not hasattr(self, "_pmap_module"):
+            self._pmap_module = any(
+                isinstance(n, (ast.Name, ast.Attribute))
+                and ctx.names.qualified_name(n) in PMAP | {"flax.jax_utils.replicate"}
+                for n in ast.walk(ctx.tree)
+            )
+        return self._pmap_module
+
+    def visit_Subscript(self, node: ast.Subscript, ctx) -> None:
+        if not (_is_zero(node.slice) and isinstance(node.value, ast.Name)):
+            return
+        bindings = ctx.names.bindings(node.value)
+        if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
+            value = bindings[0].value
+            if isinstance(value, ast.Call) and _is_pmapped(ctx, value.func):
+                ctx.report(node, f"`{ctx.segment(node)}` {MESSAGE}")
+
+
+def _is_zero(index: ast.expr) -> bool:
+    if isinstance(index, ast.Tuple) and index.elts:
+        index = index.elts[0]
+    return isinstance(index, ast.Constant) and index.value == 0 and type(index.value) is int
+
+
+def _first_of(func: ast.expr) -> bool:
+    """``lambda x: x[0]``"""
+    return (
+        isinstance(func, ast.Lambda)
+        and len(func.args.args) == 1
+        and isinstance(func.body, ast.Subscript)
+        and isinstance(func.body.value, ast.Name)
+        and func.body.value.id == func.args.args[0].arg
+        and _is_zero(func.body.slice)
+    )
+
+
+def _is_pmapped(ctx, func: ast.expr) -> bool:
+    if isinstance(func, ast.Call):
+        return call_name(ctx.names, func) in PMAP
+    if not isinstance(func, ast.Name):
+        return False
+    bindings = ctx.names.bindings(func)
+    if len(bindings) != 1:
+        return False
+    binding = bindings[0]
+    if isinstance(binding, ValueBinding):
+        return isinstance(binding.value, ast.Call) and call_name(ctx.names, binding.value) in PMAP
+    return isinstance(binding, OpaqueBinding) and decorated_by(ctx.names, binding.node, PMAP)
