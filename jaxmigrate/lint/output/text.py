@@ -1,0 +1,109 @@
+"""``--output-format text`` (the default): each finding with its source line and a caret, via rich.
+
+    pkg/train.py:12:9 JM101 jax.pmap is deprecated ...
+      12 | step = jax.pmap(update, axis_name="i")
+         |        ^^^^^^^^
+         [*] fix available (safe): rewrite as jax.jit over jax.shard_map
+
+    1 finding, 1 fixable
+
+Colour comes only from rich, which enables it when ``out`` is a terminal and honours ``NO_COLOR``
+and ``FORCE_COLOR``; messages are rich ``Text``, never markup, so a ``[bold]`` in a message is
+printed as written.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.control import strip_control_codes
+from rich.text import Text
+
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.context import SourceText
+from jaxmigrate.lint.output import Report
+from jaxmigrate.lint.output.concise import fix_applies, summary_line
+from jaxmigrate.lint.rule import Finding, Safety
+
+TAB_SIZE = 4
+
+
+def render(report: Report, out: TextIO) -> None:
+    console = Console(
+        file=out, highlight=False, soft_wrap=True, emoji=False, markup=False, tab_size=TAB_SIZE
+    )
+    sources: dict[str, SourceText | None] = {}
+    for finding in report.findings:
+        console.print(_headline(finding))
+        if finding.path not in sources:
+            text = report.read_source(finding.path)
+            sources[finding.path] = None if text is None else SourceText(text)
+        source = sources[finding.path]
+        # A notebook finding counts lines within its cell, not within the file read from disk.
+        if source is not None and finding.cell is None and finding.line <= len(source.line_starts):
+            for line in _snippet(finding, source.line(finding.line)):
+                console.print(line)
+        if finding.fix is not None:
+            console.print(_fix_hint(finding, report))
+        console.print()
+    style = "bold red" if report.findings else "bold green"
+    console.print(Text(summary_line(report), style=style))
+
+
+def _color(finding: Finding) -> str:
+    return "red" if finding.code in registry.TOOL_CODES else "yellow"
+
+
+def _headline(finding: Finding) -> Text:
+    return Text.assemble(
+        (finding.location, "bold"),
+        " ",
+        (finding.code, f"bold {_color(finding)}"),
+        " ",
+        finding.message,
+    )
+
+
+def caret_line(line: str, finding: Finding) -> tuple[str, str]:
+    """The source line as it will be shown, and the caret line under the finding's span.
+
+    Columns count characters; the carets are placed by display cells, so a wide character
+    (CJK, most emoji) before or inside the span moves them by two. Tabs are expanded first.
+    """
+    start = finding.column - 1
+    if finding.end_line == finding.line:
+        end = max(finding.end_column - 1, start + 1)
+    else:
+        end = max(len(line), start + 1)  # the span goes on below: underline to the line's end
+    # Measure on exactly what rich will print: control codes stripped, tabs expanded.
+    def cells(text: str) -> int:
+        return cell_len(strip_control_codes(text.expandtabs(TAB_SIZE)))
+
+    prefix = cells(line[:start])
+    width = max(1, cells(line[:end]) - prefix)
+    before = prefix + max(0, start - len(line))  # a column past the line's end (an EOF finding)
+    shown = strip_control_codes(line.expandtabs(TAB_SIZE))
+    return shown, " " * before + "^" * width
+
+
+def _snippet(finding: Finding, line: str) -> list[Text]:
+    shown, carets = caret_line(line, finding)
+    number = str(finding.line)
+    gutter = " " * len(number)
+    return [
+        Text.assemble((f"  {number} | ", "blue"), shown),
+        Text.assemble((f"  {gutter} | ", "blue"), (carets, f"bold {_color(finding)}")),
+    ]
+
+
+def _fix_hint(finding: Finding, report: Report) -> Text:
+    fix = finding.fix
+    assert fix is not None
+    if fix_applies(finding, report):
+        return Text.assemble(
+            "  ", ("[*]", "bold green"), f" fix available ({fix.safety.value}): {fix.message}"
+        )
+    assert fix.safety is Safety.UNSAFE
+    return Text(f"  unsafe fix available with --unsafe-fixes: {fix.message}", style="dim")
