@@ -7,7 +7,7 @@ import io
 import pytest
 
 from jaxmigrate.lint.output import Report, get_renderer
-from jaxmigrate.lint.output.concise import summary_line
+from jaxmigrate.lint.output.summary import summary_line
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Safety
 
 SAFE = Fix(Safety.SAFE, "use jax.jit", (Edit(0, 3, "jit"),))

@@ -3,8 +3,8 @@
     pkg/train.py:12:9: JM101 [*] jax.pmap is deprecated ...
     3 findings, 1 fixable (2 with --unsafe-fixes)
 
-The summary wording and the "does this fix apply" test live here, and the rich ``text`` format
-reuses them, so the two formats can never disagree about counts.
+The summary wording comes from ``summary``, shared with ``text`` and ``github`` so the formats can
+never disagree about counts.
 """
 
 from __future__ import annotations
@@ -12,39 +12,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.rule import Finding, Safety
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def fix_applies(finding: Finding, report: Report) -> bool:
-    """Would ``--fix`` (with this run's ``--unsafe-fixes`` setting) apply this finding's fix?"""
-    if finding.fix is None:
-        return False
-    return finding.fix.safety is Safety.SAFE or report.unsafe_fixes
-
-
-def summary_line(report: Report) -> str:
-    """``N findings, M fixable (K with --unsafe-fixes)``; ``N fixed, M left`` after --fix;
-    ``All checks passed (N files)`` when nothing is left and nothing was fixed."""
-    left = len(report.findings)
-    # Unsafe fixes the user has not enabled: worth telling them the flag exists.
-    hidden = 0 if report.unsafe_fixes else report.fixable_unsafe
-    if report.fix_mode:
-        if left == 0 and report.fixed == 0:
-            return f"All checks passed ({plural(report.files_checked, 'file')})"
-        line = f"{report.fixed} fixed, {left} left"
-        if hidden:
-            line += f" ({hidden} fixable with --unsafe-fixes)"
-        return line
-    if left == 0:
-        return f"All checks passed ({plural(report.files_checked, 'file')})"
-    line = f"{plural(left, 'finding')}, {report.fixable} fixable"
-    if hidden:
-        line += f" ({report.fixable + hidden} with --unsafe-fixes)"
-    return line
+from jaxmigrate.lint.output.summary import fix_applies, summary_line
 
 
 def render(report: Report, out: TextIO) -> None:

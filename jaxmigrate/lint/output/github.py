@@ -14,7 +14,7 @@ from typing import TextIO
 
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.output.concise import fix_applies, plural, summary_line
+from jaxmigrate.lint.output.summary import fix_applies, plural, summary_line
 from jaxmigrate.lint.rule import Finding
 
 # Longer tables go inside a <details> block so the summary page stays readable.

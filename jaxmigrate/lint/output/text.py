@@ -24,7 +24,7 @@ from rich.text import Text
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.context import SourceText
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.output.concise import fix_applies, summary_line
+from jaxmigrate.lint.output.summary import fix_applies, summary_line
 from jaxmigrate.lint.rule import Finding, Safety
 
 TAB_SIZE = 4
