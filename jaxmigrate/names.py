@@ -98,6 +98,34 @@ class NameResolver:
             return targets[0].name
         return None
 
+    def mentions(self, expr: ast.expr) -> list[ast.AST]:
+        """Where the name ``expr`` refers to is spelled out: the attribute chain itself, or the
+        import alias / assigned value a bare name was bound by (followed through rebinding).
+        Lint rules report at these nodes, so a fix can find the uses a finding stands for."""
+        found: list[ast.AST] = []
+        seen: set[int] = set()
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, ast.Call):  # functools.partial(X, ...): X is what is named
+                if node.args and self.candidates(node.func) & PARTIAL:
+                    stack.append(node.args[0])
+            elif not isinstance(node, ast.Name):
+                found.append(node)
+            else:
+                bindings = self.bindings(node)
+                if not bindings and self.star_imports:
+                    found.append(node)
+                for binding in bindings:
+                    if isinstance(binding, ImportBinding):
+                        found.append(binding.node)
+                    elif isinstance(binding, ValueBinding):
+                        stack.append(binding.value)
+        return found
+
     def bindings(self, name: ast.Name) -> list[Binding]:
         """The bindings a Name may read (all of them, from the scope Python would look in)."""
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))

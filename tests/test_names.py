@@ -146,3 +146,24 @@ def test_imports_lists_every_scope():
 def test_star_import_only_at_module_level():
     tree = ast.parse("from jax import *\n")
     assert NameResolver(tree).star_imports == ["jax"]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param("import jax\nTARGET = jax.pmap", ["jax.pmap"], id="attribute-is-its-own-mention"),
+        pytest.param("from jax import pmap as pm\nTARGET = pm", ["alias pmap"], id="import-alias"),
+        pytest.param("import jax\npm = jax.pmap\nTARGET = pm", ["jax.pmap"], id="through-rebinding"),
+        pytest.param("import jax, functools\npp = functools.partial(jax.pmap, axis_name='i')\nTARGET = pp",
+                     ["jax.pmap"], id="through-partial"),
+        pytest.param("from jax import *\nTARGET = pmap", ["pmap"], id="star-import-name"),
+        pytest.param("def f(x):\n    TARGET = x", [], id="parameter-has-none"),
+    ],
+)
+def test_mentions_are_where_the_name_is_spelled_out(source, expected):
+    resolver, expr = _resolve(source)
+    shown = [
+        f"alias {node.name}" if isinstance(node, ast.alias) else ast.unparse(node)
+        for node in resolver.mentions(expr)
+    ]
+    assert shown == expected

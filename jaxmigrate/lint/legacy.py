@@ -124,7 +124,7 @@ class LegacyNameRule(CatalogueRule):
         found = self._legacy(ctx.names.resolve(node), ctx)
         if found is not None:
             symbol, shown, ambiguous = found
-        self.report(node, symbol, shown, ctx, ambiguous)
+            self.report(node, symbol, shown, ctx, ambiguous)
 
     def _legacy(self, targets: tuple[Target, ...], ctx: FileContext):
         """(symbol, shown name, ambiguous) of the first legacy candidate, or None."""

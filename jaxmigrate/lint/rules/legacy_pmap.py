@@ -1,5 +1,13 @@
-from jaxmigrate.lint.legacy import LegacyNameRule
-from jaxmigrate.lint.rule import Invalid, Valid
+import ast
+
+from jaxmigrate.catalogue import Symbol
+from jaxmigrate.lint.context import FileContext
+from jaxmigrate.lint.legacy import LegacyNameRule, describe
+from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
+# The planner is ast-only: deciding what is provable costs no LibCST parse on the check path.
+from jaxmigrate.migrate._pmap_sites import Application, Planner
+
+CODEMOD = "jaxmigrate.migrate.pmap_to_shard_map:fix_mentions"
 
 
 class LegacyPmap(LegacyNameRule):
@@ -32,8 +40,16 @@ class LegacyPmap(LegacyNameRule):
     ```
 
     ## Fix safety
-    No fix yet. The planned exact rewrite (jit over shard_map, calling convention kept) is safe;
-    the global-view rewrite changes collectives and is unsafe.
+    Safe. Each provable application becomes `jax.jit` over a generated module-level helper,
+    `_shard_map_like_pmap`, that builds the same `jax.shard_map` JAX 0.10's own pmap builds
+    (`jax/_src/pmap.py`): a 1-D mesh of the first n devices, n the mapped axis size at call time,
+    the mapped axis squeezed on the way in and restored on the way out, `check_vma=False`. The
+    calling convention (leading device axis) and the collectives inside (`psum`, `pmean`,
+    `all_gather`, `ppermute`, `axis_index`) are unchanged; the test suite runs old and new side by
+    side on 8 CPU devices. Applications it cannot prove (nested pmap, `devices=`, `backend=`,
+    `axis_size=`, in/out axes or argnums computed at run time, pmap passed around as a value) are
+    left as they are, and the finding says why. Single-process only: multi-host pmap also converts
+    host-local arrays, which the helper does not.
 
     ## References
     - [Migrating from `jax.pmap`](https://docs.jax.dev/en/latest/migrate_pmap.html)
@@ -44,6 +60,7 @@ class LegacyPmap(LegacyNameRule):
     summary = "`jax.pmap` is superseded by `jax.shard_map` / `jax.jit`"
     trigger_words = ("pmap",)
     jax_versions = "superseded (still present in 0.10; implemented via jit + shard_map)"
+    fixable = Safety.SAFE
 
     VALID = [
         Valid("import jax\nstep = jax.jit(jax.shard_map(f, mesh=m, in_specs=s, out_specs=s))\n"),
@@ -66,3 +83,34 @@ class LegacyPmap(LegacyNameRule):
         # `jax` may be the module or a local object: reported, with the ambiguity in the message.
         Invalid("try:\n    import jax\nexcept ImportError:\n    jax = None\nstep = jax.pmap(f)\n"),
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_mention: dict[int, list[Application]] | None = None
+
+    def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
+        if any(app.reason is None for app in self._applications(node, ctx)):
+            return Fix(
+                Safety.SAFE,
+                "rewrite as `jax.jit` over `jax.shard_map`, exactly as JAX implements pmap",
+                codemod=CODEMOD,
+            )
+        return None
+
+    def report(self, node, symbol, shown, ctx, ambiguous=False) -> None:
+        message = describe(symbol, shown, ctx, ambiguous)
+        kept = sorted({app.reason for app in self._applications(node, ctx) if app.reason})
+        if kept:
+            message += "; not rewritten: " + "; ".join(kept)
+        ctx.report(node, message, self.fix_for(symbol, node, ctx))
+
+    def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
+        """The pmap applications that stem from this mention of it."""
+        if self._by_mention is None:
+            planner = Planner(ctx.text, ctx.tree)
+            self._by_mention = {}
+            for app in planner.applications():
+                for origin in planner.resolver.mentions(app.ref):
+                    self._by_mention.setdefault(id(origin), []).append(app)
+        return self._by_mention.get(id(mention), [])
+
