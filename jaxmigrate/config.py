@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import re
@@ -40,7 +41,7 @@ class Settings:
         for pattern, codes in self.per_file_ignores:
             if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern):
                 ignore.extend(codes)
-        return tuple(r.code for r in registry.select_rules(list(self.select), ignore))
+        return _selected_codes(registry.all_rules(), self.select, tuple(ignore))
 
     def fingerprint(self) -> str:
         """Changes whenever a setting that changes findings changes (keys the cache)."""
@@ -50,6 +51,12 @@ class Settings:
             [__version__, self.select, self.ignore, self.per_file_ignores, self.target_jax]
         )
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _selected_codes(rules: tuple, select: tuple[str, ...], ignore: tuple[str, ...]) -> tuple[str, ...]:
+    # Asked once per file, and the answer depends on nothing else: select it once.
+    return tuple(r.code for r in registry.select_rules(list(select), list(ignore)))
 
 
 def parse_version(value: str, where: str) -> tuple[int, int]:

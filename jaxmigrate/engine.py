@@ -47,6 +47,7 @@ class FileResult:
     diff: str = ""
     new_text: str | None = None  # for stdin: the fixed text
     cache_key: str | None = None
+    fix_errors: bool = False  # rejected fixes were reported: findings a check would not give
 
 
 @dataclass
@@ -96,7 +97,10 @@ def process_text(
                 tofile=f"b/{display_path}",
             )
         )
-    return FileResult(display_path, findings, result.fixed, changed, diff, result.text if changed else None)
+    return FileResult(
+        display_path, findings, result.fixed, changed, diff, result.text if changed else None,
+        fix_errors=bool(result.errors),
+    )
 
 
 def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
@@ -162,8 +166,9 @@ def run_paths(
 
     if cache is not None:
         for result in results:
-            # Only a file as it now is on disk may be cached: not after --fix changed it.
-            if result.path in keys and not result.changed:
+            # Only a file as it now is on disk may be cached: not after --fix changed it, nor
+            # with the errors of rejected fixes, which a plain check would not report.
+            if result.path in keys and not result.changed and not result.fix_errors:
                 cache.store(keys[result.path], result.findings)
         cache.save()
     return RunResult(sorted(results, key=lambda r: r.path))

@@ -101,10 +101,11 @@ class Discovery:
         respect_gitignore: bool = True,
     ) -> None:
         self.root = root.resolve()
-        self.excludes = pathspec.PathSpec.from_lines("gitwildmatch", [*exclude, *extend_exclude])
+        self.excludes = pathspec.GitIgnoreSpec.from_lines([*exclude, *extend_exclude])
         self.force_exclude = force_exclude
         self.respect_gitignore = respect_gitignore
         self._gitignores: dict[Path, pathspec.PathSpec | None] = {}
+        self._chains: dict[Path, tuple[tuple[Path, pathspec.PathSpec], ...]] = {}
 
     def files(self, paths: Iterable[Path]) -> list[Path]:
         found: dict[Path, None] = {}
@@ -120,16 +121,23 @@ class Discovery:
                 found.setdefault(path)
         return list(found)
 
-    def is_excluded(self, path: Path, is_dir: bool) -> bool:
+    def is_excluded(self, path: Path, is_dir: bool, named: Path | None = None) -> bool:
+        """Whether ``path`` is excluded. ``named`` is the (absolute) directory the user named
+        that the walk started from: the user asked for it, so a pattern that excludes that very
+        directory (`/versions` in a .gitignore above it, `fixtures` in extend-exclude) does not
+        exclude its contents; they are matched as if it were the top instead."""
         absolute = path.resolve() if not path.is_absolute() else path
-        for relative in _relative_forms(absolute, self.root):
-            if self.excludes.match_file(relative + ("/" if is_dir else "")):
-                return True
-        if self.respect_gitignore and self._gitignored(absolute, is_dir):
+        suffix = "/" if is_dir else ""
+        if _matches(self.excludes, absolute, self.root, named, suffix) or self.excludes.match_file(
+            absolute.name + suffix
+        ):
+            return True
+        if self.respect_gitignore and self._gitignored(absolute, suffix, named):
             return True
         return False
 
     def _walk(self, directory: Path) -> Iterator[Path]:
+        named = directory.resolve()
         stack = [directory]
         while stack:
             current = stack.pop()
@@ -141,24 +149,27 @@ class Discovery:
             for entry in entries:
                 path = Path(entry.path)
                 if entry.is_dir(follow_symlinks=False):
-                    if not self.is_excluded(path, is_dir=True):
+                    if not self.is_excluded(path, is_dir=True, named=named):
                         subdirs.append(path)
                 elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
-                    if not self.is_excluded(path, is_dir=False):
+                    if not self.is_excluded(path, is_dir=False, named=named):
                         yield path
             stack.extend(reversed(subdirs))
 
-    def _gitignored(self, path: Path, is_dir: bool) -> bool:
-        # Each .gitignore applies to paths below its own folder, up to the repository's top.
-        for folder in path.parents:
+    def _gitignored(self, path: Path, suffix: str, named: Path | None) -> bool:
+        return any(_matches(spec, path, folder, named, suffix) for folder, spec in self._specs_above(path.parent))
+
+    def _specs_above(self, folder: Path) -> tuple[tuple[Path, pathspec.PathSpec], ...]:
+        """The .gitignore specs that apply below ``folder``: its own and its parents', up to the
+        repository's top. Cached per folder: a walk asks once per file otherwise."""
+        specs = self._chains.get(folder)
+        if specs is None:
             spec = self._gitignore_in(folder)
-            if spec is not None:
-                relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                if spec.match_file(relative):
-                    return True
-            if (folder / ".git").exists() or folder == folder.parent:
-                break
-        return False
+            own = ((folder, spec),) if spec is not None else ()
+            top = (folder / ".git").exists() or folder == folder.parent
+            specs = own if top else own + self._specs_above(folder.parent)
+            self._chains[folder] = specs
+        return specs
 
     def _gitignore_in(self, folder: Path) -> pathspec.PathSpec | None:
         if folder not in self._gitignores:
@@ -167,17 +178,20 @@ class Discovery:
             except OSError:
                 self._gitignores[folder] = None
             else:
-                self._gitignores[folder] = pathspec.PathSpec.from_lines(
-                    "gitwildmatch", lines.splitlines()
-                )
+                self._gitignores[folder] = pathspec.GitIgnoreSpec.from_lines(lines.splitlines())
         return self._gitignores[folder]
 
 
-def _relative_forms(path: Path, root: Path) -> list[str]:
-    """The path relative to the project root (for anchored patterns) and its name alone."""
-    forms = [path.name]
+def _matches(
+    spec: pathspec.PathSpec, path: Path, base: Path, named: Path | None, suffix: str
+) -> bool:
+    """Whether ``spec`` (patterns relative to ``base``) matches ``path``; below a ``named``
+    directory that the spec itself matches, relative to that directory instead."""
+    if named is not None and named != base and base in named.parents:
+        if spec.match_file(named.relative_to(base).as_posix() + "/"):
+            base = named
     try:
-        forms.insert(0, path.relative_to(root).as_posix())
+        relative = path.relative_to(base).as_posix()
     except ValueError:
-        pass
-    return forms
+        return False
+    return spec.match_file(relative + suffix)

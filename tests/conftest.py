@@ -1,0 +1,83 @@
+"""Shared fixtures: a tiny set of test-only rules, so the engine can be tested on its own."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.rule import Rule, Safety
+
+
+class LegacyAttribute(Rule):
+    """Flags ``x.legacy`` and offers a safe fix to ``x.modern``."""
+
+    code = "JM901"
+    name = "test-legacy-attribute"
+    summary = "test rule: .legacy attribute"
+    trigger_words = ("legacy",)
+    fixable = Safety.SAFE
+
+    def visit_Attribute(self, node: ast.Attribute, ctx) -> None:
+        if node.attr == "legacy":
+            fix = ctx.fix(Safety.SAFE, "use .modern", ctx.replace(node, ctx.segment(node.value) + ".modern"))
+            ctx.report(node, "legacy attribute", fix)
+
+
+class RiskyCall(Rule):
+    """Flags ``risky()`` with an unsafe fix to ``careful()``."""
+
+    code = "JM902"
+    name = "test-risky-call"
+    summary = "test rule: risky() call"
+    trigger_words = ("risky",)
+    fixable = Safety.UNSAFE
+
+    def visit_Call(self, node: ast.Call, ctx) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "risky":
+            ctx.report(node, "risky call", ctx.fix(Safety.UNSAFE, "be careful", ctx.replace(node.func, "careful")))
+
+
+class Crashing(Rule):
+    """Raises on every ``boom`` name: the engine must contain it."""
+
+    code = "JM903"
+    name = "test-crashing"
+    summary = "test rule: crashes"
+    trigger_words = ("boom",)
+
+    def visit_Name(self, node: ast.Name, ctx) -> None:
+        if node.id == "boom":
+            raise ZeroDivisionError("kaboom")
+
+
+class BreakingFix(Rule):
+    """Offers a fix for ``breakme`` that leaves the file unparseable."""
+
+    code = "JM904"
+    name = "test-breaking-fix"
+    summary = "test rule: a fix that breaks the file"
+    trigger_words = ("breakme",)
+    fixable = Safety.SAFE
+
+    def visit_Name(self, node: ast.Name, ctx) -> None:
+        if node.id == "breakme":
+            ctx.report(node, "breakme", ctx.fix(Safety.SAFE, "break it", ctx.replace(node, "(((")))
+
+
+TEST_RULES = (LegacyAttribute, RiskyCall, Crashing, BreakingFix)
+
+
+@pytest.fixture
+def test_rules(monkeypatch) -> tuple[type[Rule], ...]:
+    """Makes the registry hold only the test rules (worker processes inherit it through fork)."""
+    monkeypatch.setattr(registry, "all_rules", lambda: TEST_RULES)
+    return TEST_RULES
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """An empty project folder that is also the working directory (the cache goes there)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -1,0 +1,368 @@
+"""The command line contract: options, exit codes, --fix / --diff, stdin, the console script.
+
+Most tests run the CLI in-process on the test-only rules (see conftest). The tests at the end run
+the installed console script in a subprocess on the real rules (JM101 legacy-pmap, JM201
+legacy-pjit), including one where jax cannot be imported at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jaxmigrate import engine
+from jaxmigrate.cache import CACHE_DIR
+from jaxmigrate.cli import main
+from jaxmigrate.engine import MIN_FILES_FOR_POOL
+from jaxmigrate.lint.output import FORMATS
+
+
+def jaxmigrate(*args: str, input: str | bytes | None = None):
+    return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+def findings(output: str) -> list[tuple[str, str, int]]:
+    """(path, code, line) of every finding in ``--output-format json`` output."""
+    return [(item["path"], item["code"], item["line"]) for item in json.loads(output)]
+
+
+@pytest.fixture
+def files(project, test_rules):
+    (project / "a.py").write_text("import x\nx.legacy\n")
+    (project / "clean.py").write_text("import x\nx.modern\n")
+    return project
+
+
+# --- invocation and exit codes -----------------------------------------------------------------
+
+
+def test_check_is_the_default_command(files):
+    implicit = jaxmigrate("a.py", "--output-format", "json")
+    explicit = jaxmigrate("check", "a.py", "--output-format", "json")
+    assert (implicit.exit_code, implicit.stdout) == (explicit.exit_code, explicit.stdout)
+    assert findings(explicit.stdout) == [("a.py", "JM901", 2)]
+
+
+@pytest.mark.parametrize(
+    "args, exit_code",
+    [
+        pytest.param(["clean.py"], 0, id="no findings: 0"),
+        pytest.param(["a.py"], 1, id="findings remain: 1"),
+        pytest.param(["a.py", "--exit-zero"], 0, id="--exit-zero: 0 despite findings"),
+        pytest.param(["empty"], 0, id="no files at all: 0"),
+        pytest.param(["a.py", "--select", "JM902,JM903"], 0, id="--select comma-separated"),
+        pytest.param(["a.py", "--ignore", "JM9"], 0, id="--ignore by prefix"),
+        pytest.param(["a.py", "--select", "JM999"], 2, id="unknown code: 2"),
+        pytest.param(["a.py", "--target-jax", "ten"], 2, id="malformed --target-jax: 2"),
+        pytest.param(["a.py", "--fix", "--diff"], 2, id="--fix with --diff: 2"),
+        pytest.param(["a.py", "--no-such-option"], 2, id="unknown option: 2"),
+        pytest.param(["a.py", "--jobs", "0"], 2, id="--jobs must be positive: 2"),
+        pytest.param(["a.py", "--output-format", "xml"], 2, id="unknown format: 2"),
+    ],
+)
+def test_exit_codes(files, args, exit_code):
+    (files / "empty").mkdir()
+    assert jaxmigrate("--output-format", "json", *args).exit_code == exit_code
+
+
+def test_an_unknown_config_key_is_exit_2_naming_it(files):
+    (files / "pyproject.toml").write_text("[tool.jaxmigrate]\nselekt = []\n")
+    result = jaxmigrate("a.py")
+    assert result.exit_code == 2
+    assert "selekt" in result.stderr
+
+
+def test_an_unknown_code_in_config_is_exit_2_naming_it(files):
+    (files / "pyproject.toml").write_text('[tool.jaxmigrate]\nignore = ["JM9999"]\n')
+    result = jaxmigrate("a.py")
+    assert result.exit_code == 2
+    assert "JM9999" in result.stderr
+
+
+def test_config_is_read_from_pyproject_and_from_config_option(files):
+    (files / "pyproject.toml").write_text('[tool.jaxmigrate]\nignore = ["JM901"]\n')
+    assert jaxmigrate("a.py", "--output-format", "json").exit_code == 0
+    (files / "other.toml").write_text('select = ["JM901"]\n')
+    result = jaxmigrate("a.py", "--config", "other.toml", "--output-format", "json")
+    assert findings(result.stdout) == [("a.py", "JM901", 2)]
+
+
+def test_per_file_ignores_from_config(files):
+    (files / "pyproject.toml").write_text(
+        '[tool.jaxmigrate.per-file-ignores]\n"a.py" = ["JM901"]\n'
+    )
+    (files / "b.py").write_text("x.legacy\n")
+    result = jaxmigrate(".", "--output-format", "json")
+    assert findings(result.stdout) == [("b.py", "JM901", 1)]
+
+
+def test_an_internal_error_is_exit_2_with_a_traceback(files, monkeypatch):
+    def explode(*args, **kwargs):
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(engine, "run_paths", explode)
+    result = jaxmigrate("a.py")
+    assert result.exit_code == 2
+    assert "internal error" in result.stderr and "RuntimeError: engine bug" in result.stderr
+
+
+@pytest.mark.parametrize("output_format", list(FORMATS))
+def test_every_output_format_reports_and_sets_the_exit_code(files, output_format):
+    result = jaxmigrate(".", "--output-format", output_format)
+    assert result.exit_code == 1
+    assert "JM901" in result.stdout
+
+
+# --- bad input is a finding, and the run goes on -----------------------------------------------
+
+
+def test_unparseable_and_unreadable_files_are_JM000_and_the_run_goes_on(files):
+    (files / "broken.py").write_text("x.legacy\ndef f(:\n")
+    (files / "nul.py").write_bytes(b"x.legacy\x00\n")
+    (files / "latin.py").write_bytes(b"x.legacy = '\xe9'\n")  # no cookie: invalid UTF-8
+    (files / "dangling.py").symlink_to(files / "nowhere.py")
+    result = jaxmigrate(
+        "a.py", "broken.py", "nul.py", "latin.py", "dangling.py", "--output-format", "json"
+    )
+    assert result.exit_code == 1
+    assert sorted(findings(result.stdout)) == [
+        ("a.py", "JM901", 2),
+        ("broken.py", "JM000", 2),
+        ("dangling.py", "JM000", 1),
+        ("latin.py", "JM000", 1),
+        ("nul.py", "JM000", 1),
+    ]
+
+
+def test_a_crashing_rule_is_JM001_and_other_findings_remain(files):
+    (files / "c.py").write_text("boom\nx.legacy\n")
+    result = jaxmigrate("c.py", "--output-format", "json")
+    assert findings(result.stdout) == [("c.py", "JM001", 1), ("c.py", "JM901", 2)]
+    assert "JM903" in json.loads(result.stdout)[0]["message"]
+
+
+# --- discovery from the command line ----------------------------------------------------------
+
+
+def test_excluded_files_are_checked_when_named_unless_force_exclude(files):
+    (files / "pyproject.toml").write_text('[tool.jaxmigrate]\nextend-exclude = ["gen"]\n')
+    (files / "gen").mkdir()
+    (files / "gen" / "g.py").write_text("x.legacy\n")
+    assert findings(jaxmigrate(".", "--output-format", "json").stdout) == [("a.py", "JM901", 2)]
+    named = jaxmigrate("gen/g.py", "--output-format", "json")
+    assert findings(named.stdout) == [("gen/g.py", "JM901", 1)]
+    forced = jaxmigrate("gen/g.py", "--force-exclude", "--output-format", "json")
+    assert (forced.exit_code, findings(forced.stdout)) == (0, [])
+
+
+def test_gitignored_files_are_skipped_in_directories(files):
+    (files / ".git").mkdir()
+    (files / ".gitignore").write_text("a.py\n")
+    assert jaxmigrate(".", "--output-format", "json").exit_code == 0
+
+
+# --- --fix, --diff ------------------------------------------------------------------------------
+
+
+def test_fix_writes_and_exits_0_when_nothing_remains(files):
+    result = jaxmigrate(".", "--fix", "--output-format", "json")
+    assert result.exit_code == 0
+    assert (files / "a.py").read_text() == "import x\nx.modern\n"
+
+
+def test_fix_exits_1_when_findings_remain(files):
+    (files / "b.py").write_text("risky()\n")
+    result = jaxmigrate(".", "--fix", "--output-format", "json")
+    assert result.exit_code == 1
+    assert findings(result.stdout) == [("b.py", "JM902", 1)]
+
+
+def test_unsafe_fixes_on_request(files):
+    (files / "b.py").write_text("risky()\n")
+    assert jaxmigrate(".", "--fix", "--unsafe-fixes", "--output-format", "json").exit_code == 0
+    assert (files / "b.py").read_text() == "careful()\n"
+
+
+@pytest.mark.parametrize(
+    "paths, exit_code",
+    [
+        pytest.param(["a.py"], 1, id="a file changed: 1"),
+        pytest.param(["clean.py"], 0, id="nothing changed: 0"),
+    ],
+)
+def test_exit_non_zero_on_fix(files, paths, exit_code):
+    result = jaxmigrate(*paths, "--fix", "--exit-non-zero-on-fix", "--output-format", "json")
+    assert result.exit_code == exit_code
+
+
+def test_diff_prints_the_fix_and_changes_nothing(files):
+    before = (files / "a.py").stat()
+    result = jaxmigrate(".", "--diff")
+    assert result.exit_code == 1
+    assert "-x.legacy\n+x.modern\n" in result.stdout
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+    assert (files / "a.py").stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_diff_without_changes_exits_0_and_prints_nothing(files):
+    (files / "b.py").write_text("risky()\n")  # unsafe only: --diff shows what --fix would do
+    result = jaxmigrate("clean.py", "b.py", "--diff")
+    assert (result.exit_code, result.stdout) == (0, "")
+
+
+def test_fix_preserves_crlf_bom_and_latin1(files):
+    (files / "crlf.py").write_bytes(b"x.legacy\r\n")
+    (files / "bom.py").write_bytes(b"\xef\xbb\xbfx.legacy\n")
+    (files / "latin.py").write_bytes(b"# coding: latin-1\ns = '\xe9'; x.legacy\n")
+    assert jaxmigrate(".", "--fix", "--output-format", "json").exit_code == 0
+    assert (files / "crlf.py").read_bytes() == b"x.modern\r\n"
+    assert (files / "bom.py").read_bytes() == b"\xef\xbb\xbfx.modern\n"
+    assert (files / "latin.py").read_bytes() == b"# coding: latin-1\ns = '\xe9'; x.modern\n"
+
+
+# --- stdin -------------------------------------------------------------------------------------
+
+
+def test_stdin_findings_carry_the_given_name(files):
+    result = jaxmigrate(
+        "--stdin-filename", "src/mod.py", "--output-format", "json", input="x.legacy\n"
+    )
+    assert result.exit_code == 1
+    assert findings(result.stdout) == [("src/mod.py", "JM901", 1)]
+
+
+def test_stdin_fix_prints_the_fixed_source(files):
+    result = jaxmigrate("--stdin-filename", "mod.py", "--fix", "--output-format", "json", input="x.legacy\n")
+    assert result.stdout == "x.modern\n"
+    assert result.exit_code == 0
+    assert not (files / "mod.py").exists()
+
+
+def test_stdin_with_paths_is_a_usage_error(files):
+    assert jaxmigrate("a.py", "--stdin-filename", "x.py", input="").exit_code == 2
+
+
+# --- cache and jobs ----------------------------------------------------------------------------
+
+
+def test_no_cache_leaves_no_cache_folder(files):
+    jaxmigrate(".", "--no-cache", "--output-format", "json")
+    assert not (files / CACHE_DIR).exists()
+    jaxmigrate(".", "--output-format", "json")
+    assert (files / CACHE_DIR).is_dir()
+
+
+def test_jobs_give_the_same_output(files):
+    for i in range(MIN_FILES_FOR_POOL + 4):
+        (files / f"m{i:03}.py").write_text(["x.legacy\n", "boom\n", "def f(:\nlegacy\n", "ok\n"][i % 4])
+    serial = jaxmigrate(".", "--no-cache", "--jobs", "1", "--output-format", "json")
+    pooled = jaxmigrate(".", "--no-cache", "--jobs", "3", "--output-format", "json")
+    assert pooled.stdout == serial.stdout
+    assert len(findings(serial.stdout)) > MIN_FILES_FOR_POOL // 2
+
+
+# --- the installed console script, on the real rules ------------------------------------------
+
+LEGACY = textwrap.dedent(
+    """\
+    import jax
+    from jax.experimental.pjit import pjit
+
+
+    def step(x):
+        return x
+
+
+    p_step = jax.pmap(step, axis_name="i")
+    g_step = pjit(step)
+    mesh = jax.make_mesh((8,), ("data",))
+    """
+)
+
+
+def console(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    script = shutil.which("jaxmigrate")
+    assert script, "the jaxmigrate console script is not installed (pip install -e .)"
+    return subprocess.run(
+        [script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_console_script_reports_legacy_pmap_and_pjit(tmp_path):
+    (tmp_path / "legacy.py").write_text(LEGACY)
+    (tmp_path / "modern.py").write_text("import jax\nf = jax.jit(lambda x: x)\n")
+    result = console(".", "--output-format", "json", "--no-cache", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    codes = {(path, code) for path, code, _ in findings(result.stdout)}
+    assert {("legacy.py", "JM101"), ("legacy.py", "JM201")} <= codes
+    assert not any(path == "modern.py" for path, _ in codes)
+    clean = console("modern.py", "--output-format", "json", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+
+
+@pytest.fixture
+def env_without_jax(tmp_path) -> dict:
+    """An environment in which ``import jax`` fails, as on a machine without jax installed."""
+    shadow = tmp_path / "shadow"
+    (shadow / "jax").mkdir(parents=True)
+    (shadow / "jax" / "__init__.py").write_text("raise ImportError('jax is not installed here')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    check = subprocess.run([sys.executable, "-c", "import jax"], env=env, capture_output=True)
+    assert check.returncode != 0, "the shadow package failed to hide jax"
+    return env
+
+
+# Runs the CLI in-process and then reports whether anything imported jax.
+NO_JAX_RUNNER = textwrap.dedent(
+    """\
+    import sys
+    from jaxmigrate.cli import main
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exit:
+        code = exit.code
+    leaked = sorted(m for m in sys.modules if m == "jax" or m.startswith("jax."))
+    print("JAX MODULES:", leaked, file=sys.stderr)
+    sys.exit(code)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "jobs", [pytest.param("1", id="one process"), pytest.param("2", id="process pool")]
+)
+def test_lint_and_fix_work_where_jax_is_not_installed(tmp_path, env_without_jax, jobs):
+    work = tmp_path / "work"
+    work.mkdir()
+    count = MIN_FILES_FOR_POOL + 1 if jobs == "2" else 1
+    for i in range(count):
+        (work / f"legacy{i}.py").write_text(LEGACY)
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-c", NO_JAX_RUNNER, ".", "--jobs", jobs, "--output-format", "json", *args],
+            cwd=work, env=env_without_jax, capture_output=True, text=True, timeout=300,
+        )
+
+    checked = run("--no-cache")
+    assert checked.returncode == 1, checked.stderr
+    assert "JAX MODULES: []" in checked.stderr
+    assert {"JM101", "JM201"} <= {code for _, code, _ in findings(checked.stdout)}
+
+    # JM506 (mesh-implicit-axis-types) has a safe fix, whatever the others offer.
+    fixed = run("--fix")
+    assert fixed.returncode in (0, 1), fixed.stderr
+    assert "JAX MODULES: []" in fixed.stderr
+    text = (work / f"legacy{count - 1}.py").read_text()
+    assert "axis_types=" in text
+    compile(text, "legacy.py", "exec")
+    assert "JM506" not in {code for _, code, _ in findings(fixed.stdout)}

@@ -1,0 +1,103 @@
+"""[tool.jaxmigrate] in pyproject.toml (or --config), with command-line values on top."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jaxmigrate.config import DEFAULT_TARGET_JAX, ConfigError, find_config, load_settings
+
+
+def write_pyproject(folder: Path, body: str) -> Path:
+    path = folder / "pyproject.toml"
+    path.write_text(body)
+    return path
+
+
+def test_without_a_config_every_rule_runs_on_the_default_target(project, test_rules):
+    settings = load_settings(None, project)
+    assert settings.config_file is None
+    assert settings.root == project.resolve()
+    assert settings.target_jax == DEFAULT_TARGET_JAX == (0, 10)
+    assert settings.rule_codes_for(project / "a.py") == ("JM901", "JM902", "JM903", "JM904")
+
+
+def test_select_ignore_and_target_are_read_from_pyproject(project, test_rules):
+    write_pyproject(project, '[tool.jaxmigrate]\nselect = ["JM90"]\nignore = ["JM903"]\ntarget-jax = "0.8"\n')
+    settings = load_settings(None, project)
+    assert settings.target_jax == (0, 8)
+    assert settings.rule_codes_for(project / "a.py") == ("JM901", "JM902", "JM904")
+
+
+def test_the_nearest_pyproject_with_a_jaxmigrate_table_is_used(project, test_rules):
+    write_pyproject(project, '[tool.jaxmigrate]\nselect = ["JM901"]\n')
+    sub = project / "sub"
+    sub.mkdir()
+    write_pyproject(sub, '[tool.other]\nx = 1\n')  # no [tool.jaxmigrate]: keep looking up
+    assert find_config(sub) == project / "pyproject.toml"
+    assert load_settings(None, sub).root == project.resolve()
+
+
+def test_command_line_values_override_the_config(project, test_rules):
+    write_pyproject(project, '[tool.jaxmigrate]\nselect = ["JM901"]\ntarget-jax = "0.8"\n')
+    settings = load_settings(None, project, select=["JM902"], target_jax="0.9")
+    assert settings.rule_codes_for(project / "a.py") == ("JM902",)
+    assert settings.target_jax == (0, 9)
+
+
+def test_per_file_ignores_apply_to_matching_files_only(project, test_rules):
+    write_pyproject(
+        project,
+        '[tool.jaxmigrate]\n[tool.jaxmigrate.per-file-ignores]\n"tests/*" = ["JM901", "JM902"]\n',
+    )
+    settings = load_settings(None, project)
+    assert settings.rule_codes_for(project / "tests" / "t.py") == ("JM903", "JM904")
+    assert settings.rule_codes_for(project / "src" / "t.py") == ("JM901", "JM902", "JM903", "JM904")
+
+
+def test_a_dedicated_config_file_is_read_whole(project, test_rules):
+    config = project / "jaxmigrate.toml"
+    config.write_text('select = ["JM902"]\n')
+    settings = load_settings(config, project)
+    assert settings.rule_codes_for(project / "a.py") == ("JM902",)
+    assert settings.root == project.resolve()
+
+
+@pytest.mark.parametrize(
+    "body, named",
+    [
+        pytest.param('[tool.jaxmigrate]\nselekt = ["JM901"]\n', "selekt", id="unknown key"),
+        pytest.param('[tool.jaxmigrate]\nselect = ["JM999"]\n', "JM999", id="unknown code in select"),
+        pytest.param('[tool.jaxmigrate]\nignore = ["XYZ1"]\n', "XYZ1", id="unknown code in ignore"),
+        pytest.param(
+            '[tool.jaxmigrate.per-file-ignores]\n"t/*" = ["JM777"]\n', "JM777",
+            id="unknown code in per-file-ignores",
+        ),
+        pytest.param('[tool.jaxmigrate]\ntarget-jax = "latest"\n', "latest", id="malformed target"),
+        pytest.param('[tool.jaxmigrate]\nselect = "JM901\n', "invalid TOML", id="invalid TOML"),
+        pytest.param('[tool.jaxmigrate]\nexclude = 3\n', "exclude", id="wrong type"),
+    ],
+)
+def test_bad_config_is_an_error_that_names_the_problem(project, test_rules, body, named):
+    write_pyproject(project, body)
+    with pytest.raises(ConfigError, match=named):
+        load_settings(None, project)
+
+
+def test_unknown_code_on_the_command_line_is_an_error(project, test_rules):
+    with pytest.raises(ConfigError, match="JM555"):
+        load_settings(None, project, select=["JM555"])
+
+
+def test_a_missing_config_file_is_an_error(project, test_rules):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(project / "nope.toml", project)
+
+
+def test_the_fingerprint_changes_with_settings_that_change_findings(project, test_rules):
+    base = load_settings(None, project).fingerprint()
+    assert load_settings(None, project).fingerprint() == base
+    assert load_settings(None, project, select=["JM901"]).fingerprint() != base
+    assert load_settings(None, project, ignore=["JM901"]).fingerprint() != base
+    assert load_settings(None, project, target_jax="0.8").fingerprint() != base

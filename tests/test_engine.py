@@ -1,0 +1,187 @@
+"""A run over many files: discovery, per-file check/fix/diff, writes, errors, the process pool."""
+
+from __future__ import annotations
+
+import codecs
+import os
+from pathlib import Path
+
+import pytest
+
+from jaxmigrate import engine
+from jaxmigrate.config import load_settings
+from jaxmigrate.engine import MIN_FILES_FOR_POOL, Job, Mode
+from jaxmigrate.lint.rule import Safety
+
+CHECK = Job(Mode.CHECK, False, (0, 10))
+FIX = Job(Mode.FIX, False, (0, 10))
+DIFF = Job(Mode.DIFF, False, (0, 10))
+
+
+def run(paths, job=CHECK, **kwargs) -> engine.RunResult:
+    settings = load_settings(None, Path.cwd())
+    kwargs.setdefault("use_cache", False)
+    kwargs.setdefault("jobs", 1)
+    return engine.run_paths([Path(p) for p in paths], settings, job, **kwargs)
+
+
+def codes(result: engine.RunResult) -> list[tuple[str, str, int]]:
+    return [(f.path, f.code, f.line) for f in result.findings]
+
+
+@pytest.fixture
+def files(project, test_rules):
+    (project / "a.py").write_text("import x\nx.legacy\n")
+    (project / "clean.py").write_text("import x\nx.modern\n")
+    (project / "pkg").mkdir()
+    (project / "pkg" / "b.py").write_text("risky()\n")
+    return project
+
+
+def test_findings_of_every_file_with_paths_as_given(files):
+    assert codes(run(["."])) == [("a.py", "JM901", 2), ("pkg/b.py", "JM902", 1)]
+    assert [r.path for r in run(["."]).files] == ["a.py", "clean.py", "pkg/b.py"]
+
+
+def test_absolute_paths_below_the_cwd_are_shown_relative(files):
+    assert codes(run([files / "a.py"])) == [("a.py", "JM901", 2)]
+
+
+def test_an_empty_list_of_files_is_an_empty_result(project, test_rules):
+    (project / "empty").mkdir()
+    assert run(["empty"]).files == []
+
+
+def test_fix_writes_fixed_files_and_leaves_others_untouched(files):
+    os.utime(files / "clean.py", (1_000_000, 1_000_000))
+    before = (files / "clean.py").read_bytes()
+    result = run(["."], FIX)
+    assert (files / "a.py").read_text() == "import x\nx.modern\n"
+    assert (result.fixed, result.changed_files) == (1, 1)
+    assert codes(result) == [("pkg/b.py", "JM902", 1)]  # the unsafe fix was not asked for
+    assert (files / "clean.py").read_bytes() == before
+    assert (files / "clean.py").stat().st_mtime == 1_000_000
+    assert (files / "pkg" / "b.py").read_text() == "risky()\n"
+
+
+def test_unsafe_fixes_apply_when_asked(files):
+    run(["."], Job(Mode.FIX, True, (0, 10)))
+    assert (files / "pkg" / "b.py").read_text() == "careful()\n"
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        pytest.param(b"x.legacy\r\ny = 1\r\n", b"x.modern\r\ny = 1\r\n", id="CRLF"),
+        pytest.param(codecs.BOM_UTF8 + b"x.legacy\n", codecs.BOM_UTF8 + b"x.modern\n", id="BOM"),
+        pytest.param(
+            b"# -*- coding: latin-1 -*-\ns = '\xe9'; x.legacy\n",
+            b"# -*- coding: latin-1 -*-\ns = '\xe9'; x.modern\n",
+            id="latin-1 with a coding cookie",
+        ),
+    ],
+)
+def test_fix_keeps_encoding_bom_and_line_endings(project, test_rules, before, after):
+    path = project / "a.py"
+    path.write_bytes(before)
+    os.chmod(path, 0o754)
+    run(["a.py"], FIX)
+    assert path.read_bytes() == after
+    assert path.stat().st_mode & 0o777 == 0o754
+
+
+def test_diff_shows_what_fix_would_write_and_changes_nothing(files):
+    result = run(["."], DIFF)
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+    assert result.diff == "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n import x\n-x.legacy\n+x.modern\n"
+    assert result.changed_files == 1
+
+
+def test_a_file_that_cannot_be_parsed_is_JM000_and_the_run_goes_on(files):
+    (files / "broken.py").write_text("x.legacy\ndef f(:\n")
+    result = run(["."])
+    assert ("broken.py", "JM000", 2) in codes(result)
+    assert ("a.py", "JM901", 2) in codes(result)
+
+
+def test_a_file_with_a_nul_byte_is_JM000(files):
+    (files / "nul.py").write_bytes(b"x.legacy\n\x00\n")
+    assert ("nul.py", "JM000", 1) in codes(run(["."]))
+
+
+def test_a_file_that_cannot_be_decoded_is_JM000_and_left_alone(files):
+    (files / "bad.py").write_bytes(b"x.legacy = '\xff'\n")
+    result = run(["."], FIX)
+    [finding] = [f for f in result.findings if f.path == "bad.py"]
+    assert finding.code == "JM000" and "cannot decode" in finding.message
+    assert (files / "bad.py").read_bytes() == b"x.legacy = '\xff'\n"
+    assert (files / "a.py").read_text() == "import x\nx.modern\n"
+
+
+def test_a_file_that_cannot_be_read_is_JM000(files, monkeypatch):
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "a.py":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    result = run(["."])
+    [finding] = [f for f in result.findings if f.path == "a.py"]
+    assert finding.code == "JM000" and "Permission denied" in finding.message
+    assert ("pkg/b.py", "JM902", 1) in codes(result)
+
+
+def test_a_missing_explicit_file_is_JM000(project, test_rules):
+    [finding] = run(["missing.py"]).findings
+    assert finding.code == "JM000" and "cannot read" in finding.message
+
+
+def test_a_fixed_text_the_encoding_cannot_hold_is_JM000_and_not_written(project, test_rules, monkeypatch):
+    path = project / "a.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nx.legacy\n")
+
+    def visit(self, node, ctx):
+        if node.attr == "legacy":
+            ctx.report(node, "legacy", ctx.fix(Safety.SAFE, "snow", ctx.replace(node, "'\u2603'")))
+
+    [legacy_attribute] = [rule for rule in test_rules if rule.code == "JM901"]
+    monkeypatch.setattr(legacy_attribute, "visit_Attribute", visit)
+    [finding] = run(["a.py"], FIX).findings
+    assert finding.code == "JM000" and "cannot be written back" in finding.message
+    assert path.read_bytes() == b"# -*- coding: latin-1 -*-\nx.legacy\n"
+
+
+def test_a_fix_that_would_break_the_file_is_JM001_naming_the_file(project, test_rules):
+    path = project / "a.py"
+    path.write_text("breakme\nx.legacy\n")
+    result = run(["a.py"], FIX)
+    assert path.read_text() == "breakme\nx.modern\n"
+    errors = [f for f in result.findings if f.code == "JM001"]
+    assert len(errors) == 1 and "a.py" in errors[0].message
+
+
+def test_the_process_pool_gives_the_same_results_as_one_process(project, test_rules):
+    for i in range(MIN_FILES_FOR_POOL + 8):
+        body = ["x.legacy\n", "risky()\n", "boom\n", "ok = 1\n", "def f(:\n x.legacy\n"][i % 5]
+        (project / f"m{i:03}.py").write_text(body)
+    serial = run(["."], jobs=1)
+    pooled = run(["."], jobs=2)
+    assert len(serial.files) > MIN_FILES_FOR_POOL
+    assert pooled.findings == serial.findings
+    assert {f.code for f in serial.findings} == {"JM000", "JM001", "JM901", "JM902"}
+
+
+def test_the_process_pool_fixes_like_one_process(tmp_path, monkeypatch, test_rules):
+    trees = {}
+    for name, jobs in [("serial", 1), ("pooled", 2)]:
+        folder = tmp_path / name
+        folder.mkdir()
+        for i in range(MIN_FILES_FOR_POOL + 1):
+            (folder / f"m{i:03}.py").write_text(f"x{i}.legacy\nrisky()\n")
+        monkeypatch.chdir(folder)
+        result = run(["."], FIX, jobs=jobs)
+        assert result.changed_files == MIN_FILES_FOR_POOL + 1
+        trees[name] = {p.name: p.read_text() for p in folder.iterdir()}
+    assert trees["pooled"] == trees["serial"]

@@ -1,0 +1,131 @@
+"""The shipped pre-commit hooks: a valid manifest, and a real `pre-commit try-repo` run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from pre_commit.clientlib import load_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = REPO / ".pre-commit-hooks.yaml"
+# What pip prints when it cannot reach the package index (pre-commit installs this repo's deps).
+NO_NETWORK = (
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+    "ProxyError",
+)
+
+
+def hooks() -> dict[str, dict]:
+    return {hook["id"]: hook for hook in load_manifest(str(MANIFEST))}
+
+
+def test_the_manifest_is_valid_and_ships_a_check_and_a_fix_hook():
+    assert set(hooks()) == {"jaxmigrate", "jaxmigrate-fix"}
+
+
+@pytest.mark.parametrize(
+    "hook_id, entry",
+    [
+        pytest.param("jaxmigrate", "jaxmigrate check --force-exclude", id="check never writes"),
+        pytest.param(
+            "jaxmigrate-fix", "jaxmigrate check --fix --exit-non-zero-on-fix --force-exclude",
+            id="fix fails the commit when it changed a file",
+        ),
+    ],
+)
+def test_hook_entries(hook_id, entry):
+    hook = hooks()[hook_id]
+    assert hook["entry"] == entry
+    assert hook["language"] == "python"
+    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["require_serial"] is True  # the engine's own process pool does the parallel work
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+        cwd=cwd, check=True, capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory) -> Path:
+    """This working tree (tracked and untracked, minus ignored files) as a one-commit repo:
+    `try-repo` on the checkout itself would miss files not yet committed."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, check=True, capture_output=True,
+    ).stdout.decode().split("\0")
+    target = tmp_path_factory.mktemp("jaxmigrate-snapshot")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    git("init", "-q", cwd=target)
+    git("add", "-A", cwd=target)
+    git("commit", "-q", "-m", "snapshot", cwd=target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def pre_commit_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+def try_repo(snapshot: Path, home: Path, hook: str, project: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never")
+    result = subprocess.run(
+        ["pre-commit", "try-repo", str(snapshot), hook, "--all-files"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=900,
+    )
+    output = result.stdout + result.stderr
+    if "An unexpected error has occurred" in output and any(s in output for s in NO_NETWORK):
+        pytest.skip(f"pre-commit could not install the hook's dependencies (no network?):\n{output[-2000:]}")
+    return result
+
+
+def user_repo(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir()
+    git("init", "-q", cwd=path)
+    for name, text in files.items():
+        (path / name).write_text(textwrap.dedent(text))
+    git("add", "-A", cwd=path)
+    return path
+
+
+CLEAN = "import jax\nf = jax.jit(lambda x: x)\n"
+
+
+@pytest.mark.slow
+def test_the_check_hook_fails_on_a_planted_finding_and_passes_clean_files(snapshot, pre_commit_home, tmp_path):
+    dirty = user_repo(tmp_path / "dirty", {"clean.py": CLEAN, "legacy.py": "import jax\ng = jax.pmap(f)\n"})
+    result = try_repo(snapshot, pre_commit_home, "jaxmigrate", dirty)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "JM101" in result.stdout and "legacy.py" in result.stdout
+    assert (dirty / "legacy.py").read_text() == "import jax\ng = jax.pmap(f)\n"
+
+    clean = user_repo(tmp_path / "clean", {"clean.py": CLEAN})
+    result = try_repo(snapshot, pre_commit_home, "jaxmigrate", clean)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_fix_hook_fixes_and_fails_then_passes(snapshot, pre_commit_home, tmp_path):
+    legacy = "import jax\nmesh = jax.make_mesh((8,), ('data',))\n"
+    project = user_repo(tmp_path / "project", {"mesh.py": legacy, "clean.py": CLEAN})
+    first = try_repo(snapshot, pre_commit_home, "jaxmigrate-fix", project)
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "axis_types=" in (project / "mesh.py").read_text()
+    git("add", "-A", cwd=project)
+    second = try_repo(snapshot, pre_commit_home, "jaxmigrate-fix", project)
+    assert second.returncode == 0, second.stdout + second.stderr
