@@ -79,13 +79,18 @@ class NameResolver:
         self.star_imports: list[str] = []
         self._scope_of: dict[int, Scope] = {}
         self.scopes: list[Scope] = [self.module_scope]
+        self._resolved: dict[int, tuple[Target, ...]] = {}
         _ScopeBuilder(self).build(tree)
 
     # -- public API -------------------------------------------------------------------------
 
     def resolve(self, expr: ast.AST) -> tuple[Target, ...]:
         """Every target ``expr`` may evaluate to; empty when it cannot name anything imported."""
-        return tuple(dict.fromkeys(self._resolve(expr, frozenset())))
+        # Several rules ask about the same nodes; the tree does not change while they do.
+        cached = self._resolved.get(id(expr))
+        if cached is None:
+            cached = self._resolved[id(expr)] = tuple(dict.fromkeys(self._resolve(expr, frozenset())))
+        return cached
 
     def candidates(self, expr: ast.AST) -> frozenset[str]:
         """The qualified names ``expr`` may refer to (``LOCAL`` included when it may be local)."""

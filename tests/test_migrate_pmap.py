@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.migrate import rewrite_module
+from jaxmigrate.migrate.pmap_to_shard_map import rewrite_module
 from jaxmigrate.migrate.pmap_to_shard_map import fix
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "pmap_to_shard_map"

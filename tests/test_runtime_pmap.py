@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.migrate import rewrite_module
+from jaxmigrate.migrate.pmap_to_shard_map import rewrite_module
 from jaxmigrate.runtime_checks.harness import verify
 from jaxmigrate.runtime_checks.hlo import KINDS
 from jaxmigrate.runtime_checks.report import render_text

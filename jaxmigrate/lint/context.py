@@ -50,6 +50,25 @@ class SourceText:
         return match.group() if match else "\n"
 
 
+def walk(tree: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(tree))``, same order, without a generator per node (about 2x faster)."""
+    nodes = [tree]
+    append, node_type = nodes.append, ast.AST
+    position = 0
+    while position < len(nodes):
+        node = nodes[position]
+        position += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        append(item)
+            elif isinstance(value, node_type):
+                append(value)
+    return nodes
+
+
 @dataclass
 class FileContext:
     path: str
@@ -58,6 +77,35 @@ class FileContext:
     target_jax: tuple[int, int]
     findings: list[Finding] = field(default_factory=list)
     rule: Rule | None = None  # the rule currently running, set by the engine
+
+    @cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree, in ``ast.walk`` (breadth-first) order, walked once for all rules."""
+        return walk(self.tree)
+
+    @cached_property
+    def by_type(self) -> dict[type, list[tuple[int, ast.AST]]]:
+        """(walk position, node) of every node, by node type: rules visit only what they ask for."""
+        index: dict[type, list[tuple[int, ast.AST]]] = {}
+        for position, node in enumerate(self.nodes):
+            index.setdefault(type(node), []).append((position, node))
+        return index
+
+    @cached_property
+    def attributes(self) -> dict[str, list[ast.Attribute]]:
+        """Attribute nodes by attribute name (``x.pmap`` under "pmap"), in walk order."""
+        found: dict[str, list[ast.Attribute]] = {}
+        for _, node in self.by_type.get(ast.Attribute, ()):
+            found.setdefault(node.attr, []).append(node)
+        return found
+
+    @cached_property
+    def names_by_id(self) -> dict[str, list[ast.Name]]:
+        """Name nodes by identifier, in walk order."""
+        found: dict[str, list[ast.Name]] = {}
+        for _, node in self.by_type.get(ast.Name, ()):
+            found.setdefault(node.id, []).append(node)
+        return found
 
     @cached_property
     def names(self) -> NameResolver:

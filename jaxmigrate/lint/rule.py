@@ -171,8 +171,11 @@ class Rule:
     @classmethod
     def visited_types(cls) -> dict[str, str]:
         """Map of ast node type name -> method name, from the ``visit_*`` methods defined."""
-        return {
-            attr[len("visit_"):]: attr
-            for attr in dir(cls)
-            if attr.startswith("visit_") and callable(getattr(cls, attr))
-        }
+        if "_visited_types" not in cls.__dict__:
+            cls._visited_types = {
+                attr[len("visit_"):]: attr
+                for attr in dir(cls)
+                if attr.startswith("visit_") and callable(getattr(cls, attr))
+                and hasattr(ast, attr[len("visit_"):])
+            }
+        return cls._visited_types

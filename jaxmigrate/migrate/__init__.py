@@ -1,5 +1,5 @@
-"""Whole-module codemods that lint fixes call (see DESIGN.md, "The two depths of a pmap migration")."""
+"""Whole-module codemods that lint fixes call (see DESIGN.md, "The two depths of a pmap migration").
 
-from jaxmigrate.migrate.pmap_to_shard_map import PmapMigration, Site, rewrite_module
-
-__all__ = ["PmapMigration", "Site", "rewrite_module"]
+Nothing is imported here: rules import the ast-only planners of this package on the check path,
+and the LibCST codemods must load only when a fix is applied.
+"""

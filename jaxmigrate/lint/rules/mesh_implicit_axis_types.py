@@ -96,7 +96,7 @@ class MeshImplicitAxisTypes(Rule):
         if any(b.qualname in EXPLICIT_APIS for b, _ in ctx.names.imports()):
             return
         calls = []
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes:
             if isinstance(node, (ast.Name, ast.Attribute)) and ctx.names.qualified_name(node) in EXPLICIT_APIS:
                 return
             if isinstance(node, ast.Call) and call_name(ctx.names, node) == "jax.make_mesh":

@@ -130,9 +130,13 @@ class NonPartitionableRng(Rule):
     ]
 
     def check_module(self, ctx):
+        if ctx.target_jax >= (0, 5) and not any(
+            word in ctx.text for word in (FLAG, ENV, "threefry_partitionable")
+        ):
+            return  # only the old-default clause needs more than the flag's own name
         names = ctx.names
         sets_flag = False
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes:
             if isinstance(node, ast.Call):
                 name = call_name(names, node)
                 if name == "jax.config.update" and str_literal(argument(node, 0, "name")) == FLAG:
@@ -158,10 +162,10 @@ class NonPartitionableRng(Rule):
 
     def _old_default(self, ctx) -> None:
         names = ctx.names
-        calls = [call_name(names, n) or "" for n in ast.walk(ctx.tree) if isinstance(n, ast.Call)]
+        calls = [call_name(names, n) or "" for n in ctx.nodes if isinstance(n, ast.Call)]
         if not any(c in SHARDING for c in calls):
             return
-        for func in ast.walk(ctx.tree):
+        for func in ctx.nodes:
             if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and decorated_by(names, func, JIT):
                 for node in own_nodes(func.body):
                     name = call_name(names, node) or ""

@@ -122,7 +122,7 @@ class PmapOutputIndexing(Rule):
             self._pmap_module = any(
                 isinstance(n, (ast.Name, ast.Attribute))
                 and ctx.names.qualified_name(n) in PMAP | {"flax.jax_utils.replicate"}
-                for n in ast.walk(ctx.tree)
+                for n in ctx.nodes
             )
         return self._pmap_module
 

@@ -136,7 +136,7 @@ class UnboundCollectiveAxis(Rule):
     def check_module(self, ctx):
         defined: set[str] = set()
         uses = []
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes:
             name = call_name(ctx.names, node)
             if name in DEFINERS:
                 position, keyword = DEFINERS[name]
