@@ -1,0 +1,250 @@
+"""Shared machinery of the sharding-API codemods: decide on ``ast``, splice text, fix imports with LibCST.
+
+Decisions are made on the ``ast`` tree through the one resolver (``jaxmigrate.names``). The rewrite
+itself replaces exact source spans (so everything outside a rewritten expression keeps its bytes,
+comments and layout), then LibCST inserts generated helpers after the imports and schedules import
+changes with ``AddImportsVisitor`` / ``RemoveImportsVisitor``, which add an import once and remove
+one only when nothing uses it any more.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+from jaxmigrate.lint.context import SourceText
+from jaxmigrate.names import ImportBinding, NameResolver
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place a lint rule reports (1-based line, 1-based character column) and what the codemod
+    can do there: rewrite it, or keep it for ``reason``."""
+
+    line: int
+    column: int
+    rewritable: bool
+    reason: str | None = None
+
+
+class Unprovable(Exception):
+    """Raised while planning a site whose rewrite cannot be shown to keep its meaning."""
+
+
+class Module:
+    """One parsed module: source positions, the resolver, parents, comments, identifiers in use."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tree = ast.parse(text)
+        self.src = SourceText(text)
+        self.names = NameResolver(self.tree)
+        self.parent: dict[int, ast.AST] = {}
+        self.identifiers: set[str] = set()
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+            if isinstance(node, ast.Name):
+                self.identifiers.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.identifiers.add(node.name)
+            elif isinstance(node, ast.arg):
+                self.identifiers.add(node.arg)
+            elif isinstance(node, ast.alias):
+                self.identifiers.add((node.asname or node.name).partition(".")[0])
+        self.comments: list[int] = []
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                if tok.type == tokenize.COMMENT:
+                    self.comments.append(self.src.line_starts[tok.start[0] - 1] + tok.start[1])
+        except (tokenize.TokenError, SyntaxError):  # pragma: no cover - ast.parse succeeded
+            pass
+
+    # -- positions ---------------------------------------------------------------------------
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.src.span(node)
+
+    def position(self, node: ast.AST) -> tuple[int, int]:
+        return self.src.position(self.span(node)[0])
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+    def has_comment(self, node: ast.AST) -> bool:
+        start, end = self.span(node)
+        return any(start <= c < end for c in self.comments)
+
+    def parent_of(self, node: ast.AST) -> ast.AST | None:
+        return self.parent.get(id(node))
+
+    def mention_positions(self, expr: ast.expr) -> frozenset[tuple[int, int]]:
+        """Where the lint rules report the legacy name ``expr`` stands for (alias or attribute)."""
+        return frozenset(self.position(node) for node in self.names.mentions(expr))
+
+    # -- naming ------------------------------------------------------------------------------
+
+    def module_alias(self, qualname: str) -> str | None:
+        """A module-level name every binding of which imports ``qualname``."""
+        scope = self.names.module_scope
+        for name, bindings in scope.bindings.items():
+            if bindings and all(isinstance(b, ImportBinding) and b.qualname == qualname for b in bindings):
+                if not any(name in s.bindings for s in self.names.scopes if s is not scope):
+                    return name
+        return None
+
+    def free(self, name: str) -> bool:
+        return name not in self.identifiers and not self.names.star_imports
+
+
+@dataclass
+class Plan:
+    """Text edits plus the imports and helpers they need."""
+
+    edits: list[tuple[int, int, str]] = field(default_factory=list)
+    add_imports: set[tuple[str, str | None, str | None]] = field(default_factory=set)
+    remove_imports: set[tuple[str, str | None, str | None]] = field(default_factory=set)
+    helpers: dict[str, str] = field(default_factory=dict)  # name -> source of a top-level def
+
+
+class Namer:
+    """Spells jax names in the module's own terms: its aliases first, a new import when the short
+    name is free, else the attribute path from the module's ``jax`` alias."""
+
+    def __init__(self, module: Module, plan: Plan) -> None:
+        self.module = module
+        self.plan = plan
+
+    def jax(self) -> str:
+        alias = self.module.module_alias("jax")
+        if alias:
+            return alias
+        if self.module.free("jax"):
+            self.plan.add_imports.add(("jax", None, None))
+            return "jax"
+        raise Unprovable("the name `jax` is bound to something else here, so jax cannot be named")
+
+    def numpy(self) -> str:
+        alias = self.module.module_alias("numpy")
+        if alias:
+            return alias
+        if self.module.free("np"):
+            self.plan.add_imports.add(("numpy", None, "np"))
+            return "np"
+        raise Unprovable("the name `np` is bound to something other than numpy here")
+
+    def sharding(self, obj: str, short: str | None = None) -> str:
+        """``jax.sharding.<obj>`` as this module can spell it (``short`` is a preferred alias)."""
+        for qualname in (f"jax.sharding.{obj}", f"jax.{obj}"):
+            alias = self.module.module_alias(qualname)
+            if alias:
+                return alias
+        name = short or obj
+        if self.module.free(name):
+            self.plan.add_imports.add(("jax.sharding", obj, short if short and short != obj else None))
+            return name
+        return f"{self.jax()}.sharding.{obj}"
+
+
+def apply(text: str, plan: Plan) -> str:
+    """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
+    if not plan.edits and not plan.helpers:
+        return text
+    out = text
+    last = len(text) + 1
+    for start, end, new in sorted(plan.edits, reverse=True):
+        if end > last:
+            raise AssertionError("overlapping edits")
+        out = out[:start] + new + out[end:]
+        last = start
+    module = cst.parse_module(out)
+    if plan.helpers:
+        module = module.visit(_InsertHelpers(plan.helpers, module))
+    context = CodemodContext()
+    for mod, obj, asname in sorted(plan.add_imports, key=str):
+        AddImportsVisitor.add_needed_import(context, mod, obj, asname)
+    for mod, obj, asname in sorted(plan.remove_imports, key=str):
+        RemoveImportsVisitor.remove_unused_import(context, mod, obj, asname)
+    if plan.add_imports:
+        module = AddImportsVisitor(context).transform_module(module)
+    if plan.remove_imports:
+        module = RemoveImportsVisitor(context).transform_module(module)
+    return module.code
+
+
+class _InsertHelpers(cst.CSTTransformer):
+    """Puts each generated helper after the module's leading imports, unless it is already there."""
+
+    def __init__(self, helpers: dict[str, str], module: cst.Module) -> None:
+        super().__init__()
+        existing = {
+            stmt.name.value for stmt in module.body if isinstance(stmt, cst.FunctionDef)
+        }
+        self.helpers = [src for name, src in helpers.items() if name not in existing]
+        self.config = module.config_for_parsing
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if not self.helpers:
+            return updated
+        body = list(updated.body)
+        index = 0
+        for i, stmt in enumerate(body):
+            if _is_import_or_docstring(stmt, i):
+                index = i + 1
+            else:
+                break
+        new = []
+        for src in self.helpers:
+            parsed = cst.parse_module(src, config=self.config).body
+            first, *rest = parsed
+            first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+            new.extend([first, *rest])
+        if index < len(body):
+            follower = body[index]
+            blank = [cst.EmptyLine(), cst.EmptyLine()]
+            body[index] = follower.with_changes(leading_lines=[*blank, *_strip_blank(follower.leading_lines)])
+        return updated.with_changes(body=[*body[:index], *new, *body[index:]])
+
+
+def _strip_blank(lines):
+    lines = list(lines)
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    return lines
+
+
+def _is_import_or_docstring(stmt: cst.CSTNode, index: int) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            continue
+        if index == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString):
+            continue
+        return False
+    return True
+
+
+def literal_ints(node: ast.expr) -> tuple[int, ...] | None:
+    """``(4, 2)`` / ``[4, 2]`` / ``8`` / ``-1`` as ints, or None when not a literal."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        values = [literal_int(e) for e in node.elts]
+        return None if any(v is None for v in values) else tuple(values)  # type: ignore[arg-type]
+    value = literal_int(node)
+    return None if value is None else (value,)
+
+
+def literal_int(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = literal_int(node.operand)
+        return None if inner is None else -inner
+    return None
