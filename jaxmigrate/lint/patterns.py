@@ -100,3 +100,45 @@ def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+# -- helpers added for JM402 / JM507 / JM508 ------------------------------------------------------
+
+MESH_CONTEXTS = frozenset({
+    "jax.set_mesh", "jax.sharding.set_mesh", "jax.sharding.use_mesh", "jax.use_mesh",
+    "jax.sharding.use_abstract_mesh",
+})
+NAMED_SHARDING = frozenset({"jax.sharding.NamedSharding", "jax.NamedSharding"})
+SHARD_MAPS = frozenset({
+    "jax.shard_map", "jax.experimental.shard_map.shard_map", "jax.smap", "jax.experimental.maps.xmap",
+})
+
+
+def literal_strings(node: ast.AST | None) -> set[str] | None:
+    """The strings of a literal string or (nested) tuple/list of them; None when not all literal."""
+    if (text := str_literal(node)) is not None:
+        return {text}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [literal_strings(e) for e in node.elts]
+        return None if any(p is None for p in parts) else set().union(*parts)
+    return None
+
+
+def reads_call(names: NameResolver, expr: ast.AST, wanted: frozenset[str]) -> bool:
+    """Whether the expression calls one of ``wanted``, directly or through names bound once."""
+    for node in ast.walk(expr):
+        if calls_to(names, node, wanted):
+            return True
+        if isinstance(node, ast.Name):
+            value = single_value(names, node)
+            if value is not None and any(calls_to(names, n, wanted) for n in ast.walk(value)):
+                return True
+    return False
+
+
+def refers_to(names: NameResolver, name: ast.Name, definition: ast.AST) -> bool:
+    """Whether the only thing a Name may read is the binding made by ``definition`` (a def, or
+    the value of a single assignment)."""
+    bindings = names.bindings(name)
+    return len(bindings) == 1 and getattr(bindings[0], "node", getattr(bindings[0], "value", None)) is definition
+

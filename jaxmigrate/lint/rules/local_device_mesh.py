@@ -1,0 +1,159 @@
+"""JM508: a mesh over this process's devices only, used for global-view shardings."""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.lint.patterns import (
+    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, argument, call_name, calls_to, reads_call, single_value,
+)
+from jaxmigrate.lint.rule import Invalid, Rule, Valid
+
+LOCAL_DEVICES = frozenset({"jax.local_devices"})
+GLOBAL_DEVICES = frozenset({"jax.devices"})
+LOCAL_COUNT = frozenset({"jax.local_device_count"})
+MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
+
+
+class LocalDeviceMesh(Rule):
+    """
+    ## What it does
+    Finds a mesh built from this process's devices - `Mesh(np.array(jax.local_devices()), ...)`,
+    `jax.make_mesh(..., devices=jax.local_devices())` or `jax.make_mesh((jax.local_device_count(),),
+    ...)` - that the module then uses for global-view computation: in a `NamedSharding`, as the
+    context mesh (`jax.set_mesh`, `with mesh:`) or as a `shard_map`'s `mesh=`.
+
+    ## Why is this bad
+    `pmap` code counts local devices on purpose: pmap maps over all processes' devices and each
+    process feeds its local slice. A mesh is global: with several processes (`jax.distributed`) a
+    mesh of local devices makes each process run its own computation, so "global" reductions are
+    silently per-process. Shown by `fixtures/runtime/sharp_local_device_mesh` (2 processes of 4 CPU
+    devices on one host, jax 0.10.2): `jnp.mean` of a batch sharded over a local-devices mesh gives
+    3.5 on process 0 and 103.5 on process 1; over `Mesh(jax.devices(), ...)` with
+    `jax.make_array_from_process_local_data` both get 53.5, while `pmap(psum)` over local devices
+    sums all 8. `jax.make_mesh((jax.local_device_count(),), ...)` takes process 0's devices on
+    every process. Feeding the per-process batch to a global sharding with `jax.device_put`
+    instead fails: `AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same
+    on each process.` On one process local and global devices coincide: nothing fails there.
+
+    ## Example
+    ```python
+    mesh = Mesh(np.array(jax.local_devices()), ("data",))
+    batch = jax.device_put(local_batch, NamedSharding(mesh, P("data")))
+    ```
+
+    ## Use instead
+    ```python
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), local_batch)
+    ```
+
+    ## Confidence
+    Reported only when the construction reads `jax.local_devices()` / is shaped by
+    `jax.local_device_count()` alone (never `jax.devices()`; a `(jax.process_count(),
+    jax.local_device_count())` shape is global), and the mesh - written inline or through a name
+    bound once - reaches a `NamedSharding`, a context mesh or a `shard_map`. A mesh used for
+    nothing else (e.g. only to list devices for `pmap`) is not reported. Single-host programs are
+    reported too: the code is correct there only by coincidence.
+
+    ## Fix safety
+    No fix: a global mesh also needs global arrays (`jax.make_array_from_process_local_data`),
+    which the data pipeline must provide.
+
+    ## References
+    - https://docs.jax.dev/en/latest/multi_process.html
+    - https://docs.jax.dev/en/latest/_autosummary/jax.make_array_from_process_local_data.html
+    """
+
+    code = "JM508"
+    name = "local-device-mesh"
+    summary = "mesh over `jax.local_devices()` used for global-view shardings (per-process in multi-process runs)"
+    trigger_words = ("local_devices", "local_device_count")
+    jax_versions = "any version with jax.Array (0.4.1+)"
+
+    VALID = [
+        Valid(  # global devices
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "m = Mesh(np.array(jax.devices()), ('d',))\ns = NamedSharding(m, P('d'))\n"
+        ),
+        Valid(  # the documented global (process, local-device) mesh
+            "import jax\nfrom jax import NamedSharding, P\n"
+            "m = jax.make_mesh((jax.process_count(), jax.local_device_count()), ('i', 'j'))\n"
+            "s = NamedSharding(m, P('i', 'j'))\n"
+        ),
+        Valid(  # only feeds pmap
+            "import jax, numpy as np\nfrom jax.sharding import Mesh\n"
+            "m = Mesh(np.array(jax.local_devices()), ('i',))\nf = jax.pmap(g, devices=list(m.devices.flat))\n"
+        ),
+        Valid(  # a local `local_devices`
+            "import jax\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "def local_devices():\n    return jax.devices()\nm = Mesh(local_devices(), ('d',))\ns = NamedSharding(m, P())\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            devices = np.array(jax.local_devices())
+            mesh = Mesh(devices, ("data",))
+            batch = jax.device_put(x, NamedSharding(mesh, P("data")))
+            """
+        ),
+        Invalid(
+            """
+            import jax as J
+            from jax import local_device_count as ldc
+            n = ldc()
+            mesh = J.make_mesh((n,), ("data",))
+            with J.set_mesh(mesh):
+                y = step(x)
+            s = J.NamedSharding(J.make_mesh((8,), ("d",), devices=J.local_devices()), J.P())
+            """,
+            count=2,
+        ),
+    ]
+
+    def check_module(self, ctx):
+        names, uses = ctx.names, {}
+        for node in ctx.nodes:
+            if isinstance(node, ast.With):
+                for item in node.items:
+                    uses.setdefault(id(item.context_expr), "a `with` context mesh")
+            elif (name := call_name(names, node)) in NAMED_SHARDING and node.args:
+                uses.setdefault(id(node.args[0]), "a `NamedSharding`")
+            elif name in MESH_CONTEXTS and node.args:
+                uses.setdefault(id(node.args[0]), "the context mesh")
+            elif name in SHARD_MAPS and (mesh := argument(node, 1, "mesh")) is not None:
+                uses.setdefault(id(mesh), "a `shard_map`")
+        for node in ctx.nodes:
+            if id(node) in uses:
+                mesh = single_value(names, node) if isinstance(node, ast.Name) else node
+                if mesh is not None and self._is_local_mesh(ctx, mesh):
+                    ctx.report(
+                        mesh,
+                        f"mesh over this process's devices only, used for {uses[id(node)]}: with several"
+                        " processes each one computes on its own devices and reductions over the"
+                        " mesh are silently per-process (pmap counted local devices on purpose; a mesh"
+                        " does not). Build it from `jax.devices()` (`jax.make_mesh((jax.device_count(),),"
+                        " ...)`) and make batches with `jax.make_array_from_process_local_data`",
+                    )
+
+    def _is_local_mesh(self, ctx, call: ast.expr) -> bool:
+        names, name = ctx.names, call_name(ctx.names, call)
+        if name in MESH_CLASSES:
+            devices = argument(call, 0, "devices")
+        elif name == "jax.make_mesh":
+            devices = argument(call, 2, "devices")
+            shape = argument(call, 0, "axis_shapes")
+            if isinstance(shape, ast.Name):
+                shape = single_value(names, shape)
+            if devices is None and isinstance(shape, (ast.Tuple, ast.List)) and len(shape.elts) == 1:
+                (size,) = shape.elts
+                size = single_value(names, size) if isinstance(size, ast.Name) else size
+                return size is not None and calls_to(names, size, LOCAL_COUNT)
+        else:
+            return False
+        return devices is not None and reads_call(names, devices, LOCAL_DEVICES) and not reads_call(
+            names, devices, GLOBAL_DEVICES)
