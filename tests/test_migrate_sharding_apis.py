@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.lint.checker import lint_text
+from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.migrate.sharding_apis import (
     analyse_create_device_mesh, analyse_legacy_device_put, analyse_mesh_context_manager,
@@ -136,3 +136,29 @@ def test_stale_pmap_shmap_merge_is_flagged_not_fixed():
     (site,) = find_pmap_shmap_merge(text)
     assert (site.line, site.column, site.rewritable) == (2, 1, False)
     assert "jax_pmap_shmap_merge" in site.reason
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixing_the_findings_is_running_the_codemods(case):
+    """`jaxmigrate --fix --unsafe-fixes` (the rules' fixes, in the fix loop's order) writes what
+    the templates write, and a second run finds nothing more to fix."""
+    source = (FIXTURES / f"{case}.in.py").read_text()
+    rules = tuple(r for r in all_rules() if r.code in TEMPLATES)
+    result = fix_text(source, f"{case}.py", rules, TARGET, unsafe=True)
+    assert result.text == rewrite_all(source)
+    assert not result.errors
+    assert all(f.fix is None for f in result.findings), result.findings
+    assert fix_text(result.text, f"{case}.py", rules, TARGET, unsafe=True).fixed == 0
+
+
+def test_kept_sites_say_why_in_the_finding():
+    source = (FIXTURES / "positional_kept.in.py").read_text()
+    rules = tuple(r for r in all_rules() if r.code == "JM301")
+    findings = lint_text(source, "positional_kept.py", rules, TARGET)
+    assert findings and all("; not rewritten: " in f.message and f.fix is None for f in findings)
+
+
+def test_only_device_put_is_a_safe_fix():
+    rules = {r.code: r for r in all_rules()}
+    assert rules["JM302"].fixable.value == "safe"
+    assert {rules[c].fixable.value for c in ("JM301", "JM307", "JM308")} == {"unsafe"}

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from jaxmigrate.lint.checker import fix_text
+from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.migrate.sharding_apis import (
     analyse_create_device_mesh, analyse_legacy_device_put, analyse_mesh_context_manager,
     analyse_positional_sharding, rewrite_all, rewrite_create_device_mesh, rewrite_legacy_device_put,
@@ -55,7 +57,11 @@ def _generate(case: str, tmp_path: Path, kept_reasons: dict[str, str]) -> Path:
         else:
             assert not kept, kept
         text = rewrite(text)
-    assert text == rewrite_all((RUNTIME / case / "old.py").read_text())
+    legacy = (RUNTIME / case / "old.py").read_text()
+    assert text == rewrite_all(legacy)
+    # ... and what `jaxmigrate --fix --unsafe-fixes` writes: the program run below is the product's.
+    rules = tuple(r for r in all_rules() if r.code in ("JM301", "JM302", "JM307", "JM308"))
+    assert fix_text(legacy, "old.py", rules, (0, 10), unsafe=True).text == text
     tree = ast.parse(text)
     left = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
         n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}

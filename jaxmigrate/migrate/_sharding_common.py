@@ -14,10 +14,6 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
-import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-
 from jaxmigrate.lint.context import SourceText
 from jaxmigrate.names import ImportBinding, NameResolver
 
@@ -157,79 +153,11 @@ def apply(text: str, plan: Plan) -> str:
     """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
     if not plan.edits and not plan.helpers:
         return text
-    out = text
-    last = len(text) + 1
-    for start, end, new in sorted(plan.edits, reverse=True):
-        if end > last:
-            raise AssertionError("overlapping edits")
-        out = out[:start] + new + out[end:]
-        last = start
-    module = cst.parse_module(out)
-    if plan.helpers:
-        module = module.visit(_InsertHelpers(plan.helpers, module))
-    context = CodemodContext()
-    for mod, obj, asname in sorted(plan.add_imports, key=str):
-        AddImportsVisitor.add_needed_import(context, mod, obj, asname)
-    for mod, obj, asname in sorted(plan.remove_imports, key=str):
-        RemoveImportsVisitor.remove_unused_import(context, mod, obj, asname)
-    if plan.add_imports:
-        module = AddImportsVisitor(context).transform_module(module)
-    if plan.remove_imports:
-        module = RemoveImportsVisitor(context).transform_module(module)
-    return module.code
+    # LibCST loads only here, when a fix is written: lint rules call the planners on the check
+    # path, which must not pay for importing it.
+    from jaxmigrate.migrate._cst_apply import apply_plan
 
-
-class _InsertHelpers(cst.CSTTransformer):
-    """Puts each generated helper after the module's leading imports, unless it is already there."""
-
-    def __init__(self, helpers: dict[str, str], module: cst.Module) -> None:
-        super().__init__()
-        existing = {
-            stmt.name.value for stmt in module.body if isinstance(stmt, cst.FunctionDef)
-        }
-        self.helpers = [src for name, src in helpers.items() if name not in existing]
-        self.config = module.config_for_parsing
-
-    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        if not self.helpers:
-            return updated
-        body = list(updated.body)
-        index = 0
-        for i, stmt in enumerate(body):
-            if _is_import_or_docstring(stmt, i):
-                index = i + 1
-            else:
-                break
-        new = []
-        for src in self.helpers:
-            parsed = cst.parse_module(src, config=self.config).body
-            first, *rest = parsed
-            first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-            new.extend([first, *rest])
-        if index < len(body):
-            follower = body[index]
-            blank = [cst.EmptyLine(), cst.EmptyLine()]
-            body[index] = follower.with_changes(leading_lines=[*blank, *_strip_blank(follower.leading_lines)])
-        return updated.with_changes(body=[*body[:index], *new, *body[index:]])
-
-
-def _strip_blank(lines):
-    lines = list(lines)
-    while lines and lines[0].comment is None:
-        lines.pop(0)
-    return lines
-
-
-def _is_import_or_docstring(stmt: cst.CSTNode, index: int) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    for small in stmt.body:
-        if isinstance(small, (cst.Import, cst.ImportFrom)):
-            continue
-        if index == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString):
-            continue
-        return False
-    return True
+    return apply_plan(text, plan)
 
 
 def literal_ints(node: ast.expr) -> tuple[int, ...] | None:

@@ -1,8 +1,9 @@
 from jaxmigrate.lint.legacy import LegacyNameRule
-from jaxmigrate.lint.rule import Invalid, Valid
+from jaxmigrate.lint.rule import Invalid, Safety, Valid
+from jaxmigrate.lint.site_fixes import SiteFixes
 
 
-class CreateDeviceMesh(LegacyNameRule):
+class CreateDeviceMesh(SiteFixes, LegacyNameRule):
     """
     ## What it does
     Reports every mention of `jax.experimental.mesh_utils.create_device_mesh`.
@@ -25,7 +26,12 @@ class CreateDeviceMesh(LegacyNameRule):
     ```
 
     ## Fix safety
-    No fix yet. The device order may differ, so the planned fix is unsafe.
+    Unsafe. `Mesh(create_device_mesh(shape), names)` (directly, or through a variable used only
+    there) becomes `jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * n)`: the Auto axis
+    types keep what `Mesh(...)` gave (`make_mesh` defaults to Explicit in 0.10). On CPU and GPU both
+    build `jax.devices()` reshaped (checked on 8 CPU devices); on TPU v5e `make_mesh` may split
+    physical axes and order devices differently, hence unsafe. A device array used for anything
+    else than one `Mesh` is kept (`create_device_mesh` still exists).
 
     ## References
     - [Distributed arrays and automatic parallelization](https://docs.jax.dev/en/latest/sharded-computation.html)
@@ -37,12 +43,30 @@ class CreateDeviceMesh(LegacyNameRule):
     trigger_words = ("create_device_mesh",)
     jax_versions = "superseded (still present in 0.10)"
 
+    fixable = Safety.UNSAFE
+    site_planner = "jaxmigrate.migrate.sharding_apis:analyse_create_device_mesh"
+    site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_create_device_mesh"
+    site_fix_message = "rewrite `Mesh(create_device_mesh(shape), names)` as `jax.make_mesh` with Auto axes"
+
     VALID = [
         Valid("import jax\nmesh = jax.make_mesh((4, 2), ('x', 'y'))\n"),
         Valid("def create_device_mesh(shape):\n    return shape\n\ncreate_device_mesh((2,))\n"),
         Valid("from jax.experimental import mesh_utils\nd = mesh_utils.create_hybrid_device_mesh(a, b)\n"),
     ]
     INVALID = [
+        Invalid(
+            """
+            from jax.experimental import mesh_utils
+            from jax.sharding import Mesh
+
+            mesh = Mesh(mesh_utils.create_device_mesh((4, 2)), ('x', 'y'))
+            """,
+            expected="""
+            import jax
+
+            mesh = jax.make_mesh((4, 2), ('x', 'y'), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+            """,
+        ),
         Invalid("from jax.experimental import mesh_utils\nd = mesh_utils.create_device_mesh((4, 2))\n"),
         Invalid("from jax.experimental.mesh_utils import create_device_mesh as cdm\n"),
         Invalid("import jax\nd = jax.experimental.mesh_utils.create_device_mesh((8,))\n"),

@@ -1,8 +1,9 @@
 from jaxmigrate.lint.legacy import LegacyNameRule
-from jaxmigrate.lint.rule import Invalid, Valid
+from jaxmigrate.lint.rule import Invalid, Safety, Valid
+from jaxmigrate.lint.site_fixes import SiteFixes
 
 
-class LegacyDevicePut(LegacyNameRule):
+class LegacyDevicePut(SiteFixes, LegacyNameRule):
     """
     ## What it does
     Reports every mention of `jax.device_put_replicated` and `jax.device_put_sharded`.
@@ -24,8 +25,13 @@ class LegacyDevicePut(LegacyNameRule):
     ```
 
     ## Fix safety
-    No fix yet. The planned drop-in replacement keeps the leading axis; the global-view
-    rewrite drops it and changes shapes, so it is unsafe.
+    Safe. Each call becomes a call of a module-level helper, `_device_put_replicated` /
+    `_device_put_sharded`, generated once, that does what JAX 0.10.2's own implementation did
+    (`jax/_src/api.py`) with public API: one `x[None]` buffer per device assembled with
+    `jax.make_array_from_single_device_arrays` over a 1-D mesh of `devices`. Shapes (the leading
+    device axis), values and placement are unchanged; the test suite compares both sides on 8 CPU
+    devices, the old one on JAX 0.4.30. Dropping the leading axis altogether (the global view)
+    changes shapes and is left to you.
 
     ## References
     - [Drop-in replacements](https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements)
@@ -36,6 +42,11 @@ class LegacyDevicePut(LegacyNameRule):
     summary = "`jax.device_put_replicated`/`device_put_sharded` are removed; use `jax.device_put`"
     trigger_words = ("device_put_replicated", "device_put_sharded")
     jax_versions = "deprecated in 0.8.1, removed in 0.10.0"
+
+    fixable = Safety.SAFE
+    site_planner = "jaxmigrate.migrate.sharding_apis:analyse_legacy_device_put"
+    site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_legacy_device_put"
+    site_fix_message = "rewrite as a generated helper that does what JAX 0.10.2 did, with public API"
 
     VALID = [
         Valid("import jax\nx = jax.device_put(x, sharding)\n"),

@@ -3,11 +3,12 @@ import ast
 from jaxmigrate import catalogue
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import CatalogueRule
-from jaxmigrate.lint.rule import Invalid, Valid
+from jaxmigrate.lint.rule import Invalid, Safety, Valid
+from jaxmigrate.lint.site_fixes import SiteFixes
 from jaxmigrate.names import ValueBinding
 
 
-class MeshContextManager(CatalogueRule):
+class MeshContextManager(SiteFixes, CatalogueRule):
     """
     ## What it does
     Reports `with mesh:` where the with-item is a `jax.sharding.Mesh` (or the removed
@@ -33,8 +34,13 @@ class MeshContextManager(CatalogueRule):
     ```
 
     ## Fix safety
-    No fix yet. `jax.set_mesh` also sets the abstract mesh seen while tracing, which can change
-    sharding-in-types behaviour, so the planned fix is unsafe.
+    Unsafe. `with mesh:` becomes `with jax.set_mesh(mesh):` for a mesh built by `Mesh(...)` or by
+    `jax.make_mesh(..., axis_types=<all Auto>)`; bare `PartitionSpec`s in `jit` shardings,
+    `with_sharding_constraint` and `device_put` then resolve against it as before. Unsafe because
+    libraries that read the old resource-env mesh (flax.linen partitioning helpers) do not see
+    `set_mesh`'s, and `set_mesh` raises inside a trace where `with mesh:` did not. Kept: `with mesh
+    as m:`, meshes with Explicit axes or of unknown origin, and every site in a module that still
+    uses `pjit`, which in 0.10.2 reads `with mesh:` and not `set_mesh` (migrate pjit first, JM201).
 
     ## References
     - [JAX changelog](https://docs.jax.dev/en/latest/changelog.html)
@@ -45,6 +51,11 @@ class MeshContextManager(CatalogueRule):
     summary = "`with mesh:` is deprecated; use `with jax.set_mesh(mesh):`"
     trigger_words = ("Mesh", "make_mesh")
     jax_versions = "deprecated after 0.10.0 (warns in 0.10.2)"
+
+    fixable = Safety.UNSAFE
+    site_planner = "jaxmigrate.migrate.sharding_apis:analyse_mesh_context_manager"
+    site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_mesh_context_manager"
+    site_fix_message = "rewrite as `with jax.set_mesh(mesh):`"
 
     def visit_With(self, node: ast.With, ctx: FileContext) -> None:
         (entry,) = [s for s in catalogue.for_code(self.code) if s.kind == "context-manager"]
@@ -74,6 +85,24 @@ class MeshContextManager(CatalogueRule):
         Valid("import jax\ndef f(mesh):\n    with mesh:\n        pass\n"),
     ]
     INVALID = [
+        Invalid(
+            """
+            import jax
+            from jax.sharding import Mesh
+
+            mesh = Mesh(jax.devices(), ('x',))
+            with mesh:
+                y = f(x)
+            """,
+            expected="""
+            import jax
+            from jax.sharding import Mesh
+
+            mesh = Mesh(jax.devices(), ('x',))
+            with jax.set_mesh(mesh):
+                y = f(x)
+            """,
+        ),
         Invalid("import jax\nmesh = jax.make_mesh((8,), ('x',))\nwith mesh:\n    y = f(x)\n"),
         Invalid("from jax.sharding import Mesh as M\nwith M(devs, ('x',)) as mesh:\n    pass\n"),
         Invalid(
