@@ -38,8 +38,8 @@ def cache_root() -> Path:
     return Path(base) if base else Path.home() / ".cache" / "jaxmigrate"
 
 
-def venv_dir(version: str) -> Path:
-    return cache_root() / "venvs" / f"jax-{version}"
+def venv_dir(version: str, packages: tuple[str, ...] = ()) -> Path:
+    return cache_root() / "venvs" / "+".join([f"jax-{version}", *packages])
 
 
 def _venv_python(root: Path) -> Path:
@@ -55,10 +55,12 @@ def _tail(text: str, lines: int = 6) -> str:
 
 
 def make_legacy_env(
-    version: str = "0.4.30", *, base_python: str | None = None, timeout: float = 900.0
+    version: str = "0.4.30", *, packages: tuple[str, ...] = (), base_python: str | None = None,
+    timeout: float = 900.0,
 ) -> LegacyEnv:
-    """Create (or reuse) a venv with ``jax[cpu]==version``; never raises for expected failures."""
-    root = venv_dir(version)
+    """Create (or reuse) a venv with ``jax[cpu]==version`` and ``packages`` (pinned requirements of
+    the legacy code, e.g. ``("flax==0.8.5",)``); never raises for expected failures."""
+    root = venv_dir(version, packages)
     python = _venv_python(root)
     if (root / _READY_MARKER).is_file() and python.exists():
         return LegacyEnv(python=python, cached=True)
@@ -70,7 +72,7 @@ def make_legacy_env(
     steps = [
         [base_python or sys.executable, "-m", "venv", str(root)],
         [str(python), "-m", "pip", "install", "--quiet", f"jax[cpu]=={version}",
-         *_EXTRA_PINS.get(version, [])],
+         *_EXTRA_PINS.get(version, []), *packages],
         [str(python), "-c", "import jax, numpy; print(jax.__version__)"],
     ]
     for cmd in steps:
