@@ -18,9 +18,10 @@ import pytest
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.migrate.sharding_apis import (
-    analyse_create_device_mesh, analyse_legacy_device_put, analyse_mesh_context_manager,
+    analyse_create_device_mesh, analyse_flax_replication, analyse_legacy_device_put, analyse_mesh_context_manager,
     analyse_positional_sharding, find_pmap_shmap_merge, rewrite_all, rewrite_create_device_mesh,
-    rewrite_legacy_device_put, rewrite_mesh_context_manager, rewrite_positional_sharding,
+    rewrite_flax_replication, rewrite_legacy_device_put, rewrite_mesh_context_manager,
+    rewrite_positional_sharding,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "sharding_apis"
@@ -28,6 +29,7 @@ CASES = sorted(p.name.removesuffix(".in.py") for p in FIXTURES.glob("*.in.py"))
 UPDATE = os.environ.get("JAXMIGRATE_UPDATE_FIXTURES") == "1"
 KEPT = re.compile(r"#\s*kept:\s*(?P<reason>.+)$")
 TEMPLATES = {
+    "JM102": (analyse_flax_replication, rewrite_flax_replication),
     "JM301": (analyse_positional_sharding, rewrite_positional_sharding),
     "JM302": (analyse_legacy_device_put, rewrite_legacy_device_put),
     "JM307": (analyse_create_device_mesh, rewrite_create_device_mesh),
@@ -158,7 +160,7 @@ def test_kept_sites_say_why_in_the_finding():
     assert findings and all("; not rewritten: " in f.message and f.fix is None for f in findings)
 
 
-def test_only_device_put_is_a_safe_fix():
+def test_only_the_replication_helpers_are_safe_fixes():
     rules = {r.code: r for r in all_rules()}
-    assert rules["JM302"].fixable.value == "safe"
+    assert {rules[c].fixable.value for c in ("JM102", "JM302")} == {"safe"}
     assert {rules[c].fixable.value for c in ("JM301", "JM307", "JM308")} == {"unsafe"}

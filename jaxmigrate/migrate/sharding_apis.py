@@ -56,6 +56,7 @@ __all__ = [
     "Site", "analyse_create_device_mesh", "analyse_legacy_device_put", "analyse_mesh_context_manager",
     "analyse_positional_sharding", "find_pmap_shmap_merge", "rewrite_all", "rewrite_create_device_mesh",
     "rewrite_legacy_device_put", "rewrite_mesh_context_manager", "rewrite_positional_sharding",
+    "analyse_flax_replication", "rewrite_flax_replication",
 ]
 
 Sites = frozenset[tuple[int, int]] | None
@@ -129,6 +130,14 @@ def rewrite_legacy_device_put(text: str, sites: Sites = None) -> str:
     return _run(text, sites, _plan_device_put)[0]
 
 
+def analyse_flax_replication(text: str) -> list[Site]:
+    return _run(text, None, _plan_flax_replication)[1]
+
+
+def rewrite_flax_replication(text: str, sites: Sites = None) -> str:
+    return _run(text, sites, _plan_flax_replication)[0]
+
+
 def analyse_create_device_mesh(text: str) -> list[Site]:
     return _run(text, None, _plan_create_device_mesh)[1]
 
@@ -147,8 +156,8 @@ def rewrite_mesh_context_manager(text: str, sites: Sites = None) -> str:
 
 def rewrite_all(text: str) -> str:
     """Every template, in an order where each one's output is the next one's input."""
-    for rewrite in (rewrite_positional_sharding, rewrite_legacy_device_put, rewrite_create_device_mesh,
-                    rewrite_mesh_context_manager):
+    for rewrite in (rewrite_positional_sharding, rewrite_legacy_device_put, rewrite_flax_replication,
+                    rewrite_create_device_mesh, rewrite_mesh_context_manager):
         text = rewrite(text)
     return text
 
@@ -259,6 +268,89 @@ def _is_our_helper(module: Module, name: str) -> bool:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
             return _MARK in (ast.get_docstring(stmt) or "")
     return False
+
+
+# -- flax.jax_utils.replicate / unreplicate ------------------------------------------------------
+
+_FLAX = frozenset({"flax.jax_utils.replicate", "flax.jax_utils.unreplicate"})
+
+
+def _plan_flax_replication(module: Module, plan: Plan, sites: Sites) -> list[Site]:
+    """``replicate(tree, devices=None)`` -> ``_device_put_replicated(tree, devices or
+    jax.local_devices())``, ``unreplicate(tree)`` -> ``jax.tree.map(lambda x: x[0], tree)``: what
+    flax's own helpers do, spelled with JAX 0.10 API (flax's replicate calls the removed
+    ``jax.device_put_replicated``). Its single-process device order, XLA's default assignment, is
+    ``jax.local_devices()`` on CPU and GPU; elsewhere only where identical replicas sit differs."""
+    out: dict[tuple[int, int], Site] = {}
+    namer = Namer(module, plan)
+    used: set[str] = set()
+    for node in ast.walk(module.tree):
+        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+            continue
+        parent = module.parent_of(node)
+        if isinstance(parent, ast.Attribute):
+            continue  # only the whole chain is a mention
+        try:
+            qual = _resolves(module, node, _FLAX)
+        except Unprovable as exc:
+            if module.names.candidates(node) & _FLAX:
+                pos, _ = _selected(module, node, sites)
+                out.setdefault(pos, Site(*pos, False, str(exc)))
+            continue
+        if qual is None:
+            continue
+        if isinstance(node, ast.Name) and not all(isinstance(b, ImportBinding) for b in module.names.bindings(node)):
+            continue  # a rebinding: planned (and kept) where the flax name is spelled
+        pos, selected = _selected(module, node, sites)
+        try:
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                raise Unprovable("used as a value, not called: replace it by hand")
+            new = _flax_call(module, namer, parent, qual)
+        except Unprovable as exc:
+            if pos not in out:
+                out[pos] = Site(*pos, False, str(exc))
+            continue
+        out[pos] = Site(*pos, True, None)
+        if selected:
+            plan.edits.append((*module.span(parent), new))
+            used.add(qual)
+    _import_removals(module, plan, used)
+    if used:  # `from flax import jax_utils` / `import flax` reached them; dropped if now unused
+        for binding, _scope in module.names.imports():
+            alias = binding.node.asname
+            if binding.node.name in ("flax", "flax.jax_utils"):  # `import flax.jax_utils [as ju]`
+                plan.remove_imports.add((binding.node.name, None, alias))
+            elif binding.qualname == "flax.jax_utils":  # `from flax import jax_utils`
+                plan.remove_imports.add(("flax", "jax_utils", alias))
+    return sorted(out.values(), key=lambda s: (s.line, s.column))
+
+
+def _flax_call(module: Module, namer: Namer, call: ast.Call, qual: str) -> str:
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise Unprovable("called with *args or **kwargs")
+    if module.has_comment(call):
+        raise Unprovable("a comment inside the call would be lost")
+    params = ("tree", "devices") if qual.endswith(".replicate") else ("tree",)
+    given = dict(zip(params, call.args))
+    for keyword in call.keywords:
+        if keyword.arg not in params or keyword.arg in given:
+            raise Unprovable(f"unexpected argument `{keyword.arg}=`")
+        given[keyword.arg] = keyword.value
+    if len(call.args) > len(params) or "tree" not in given:
+        raise Unprovable("unexpected arguments")
+    jax = namer.jax()
+    tree = module.segment(given["tree"])
+    if qual.endswith(".unreplicate"):
+        return f"{jax}.tree.map(lambda x: x[0], {tree})"
+    helper, source = _HELPERS["jax.device_put_replicated"]
+    if helper in module.identifiers and not _is_our_helper(module, helper):
+        raise Unprovable(f"`{helper}` is already defined here")
+    namer.plan.helpers[helper] = source.format(jax=jax)
+    devices = given.get("devices")
+    default = f"{jax}.local_devices()"
+    if devices is None or (isinstance(devices, ast.Constant) and devices.value is None):
+        return f"{helper}({tree}, {default})"
+    return f"{helper}({tree}, {module.segment(devices)} or {default})"
 
 
 # -- create_device_mesh + Mesh -> make_mesh --------------------------------------------------

@@ -1,0 +1,42 @@
+"""JM102's fix keeps the meaning of flax's replicate/unreplicate: the legacy program runs with the
+real flax 0.8.5 on jax 0.4.30, the program the fix generates (no flax left) on jax 0.10.2, both on 8
+forced CPU devices; values and which device holds which block must agree."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from jaxmigrate.lint.checker import fix_text
+from jaxmigrate.lint.registry import all_rules
+from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks.report import render_text
+
+pytestmark = [pytest.mark.runtime, pytest.mark.slow]
+
+OLD = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "flax_replication" / "old.py"
+
+
+@pytest.fixture(scope="module")
+def flax_python():
+    env = make_legacy_env("0.4.30", packages=("flax==0.8.5",))
+    if env.python is None:
+        pytest.skip(f"no jax 0.4.30 + flax 0.8.5 interpreter: {env.reason}")
+    return str(env.python)
+
+
+def test_fixed_program_matches_flax(tmp_path, flax_python):
+    rules = tuple(r for r in all_rules() if r.code == "JM102")
+    fixed = fix_text(OLD.read_text(), "old.py", rules, (0, 10))
+    assert fixed.fixed == 4 and not fixed.findings and not fixed.errors, fixed.findings
+    assert "flax" not in {
+        (n.module or "").partition(".")[0] for n in ast.walk(ast.parse(fixed.text)) if isinstance(n, ast.ImportFrom)
+    }
+    new = tmp_path / "new.py"
+    new.write_text(fixed.text)
+    report = verify(OLD, new, ["main"], devices=8, old_python=flax_python, timeout=240)
+    assert report.old.jax_version == "0.4.30" and report.new.jax_version.startswith("0.10"), render_text(report)
+    assert report.equal, render_text(report)
+    assert len(report.entry("main").comparison.leaves) >= 8
