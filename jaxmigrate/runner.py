@@ -12,7 +12,7 @@ from typing import Iterator
 
 from jaxmigrate import engine
 from jaxmigrate.config import ConfigError, load_settings
-from jaxmigrate.files import SourceError, decode, read_source
+from jaxmigrate.files import SourceError, decode, encode, read_source
 from jaxmigrate.lint.output import Report, get_renderer
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -75,13 +75,16 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
         original = _decoded_or_none(raw)
         read_source = lambda path: original if path == name else None  # noqa: E731
         if mode is engine.Mode.FIX:
-            # As editors expect: the (fixed) source on stdout, the findings on stderr.
+            # As editors expect: the (fixed) source on stdout, the findings on stderr. The
+            # caller writes stdout back over the file, so it gets bytes in the file's own
+            # encoding, BOM and line endings - and the input unchanged, byte for byte, when
+            # nothing was fixed or the input could not even be decoded.
             fixed = result.files[0].new_text
+            out = raw
             if fixed is not None:
-                stdout.write(fixed)
+                out = encode(decode(raw, name), fixed)
                 read_source = lambda path: fixed if path == name else None  # noqa: E731
-            elif original is not None:
-                stdout.write(original)
+            _write_bytes(stdout, out)
             stdout = stderr
     else:
         with _progress(stderr, options.output_format) as tick:
@@ -114,6 +117,18 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
     if mode is engine.Mode.FIX and options.exit_non_zero_on_fix and result.changed_files:
         return EXIT_FINDINGS
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+
+
+def _write_bytes(stream, data: bytes) -> None:
+    """Write ``data`` to a text stream's underlying binary buffer, bypassing its encoding."""
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a plain text stream (io.StringIO) can only hold the text
+        text = _decoded_or_none(data)
+        stream.write(text if text is not None else data.decode("utf-8", "replace"))
+        return
+    stream.flush()
+    buffer.write(data)
+    buffer.flush()
 
 
 def _decoded_or_none(raw: bytes) -> str | None:

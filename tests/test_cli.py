@@ -246,6 +246,34 @@ def test_stdin_fix_prints_the_fixed_source(files):
     assert not (files / "mod.py").exists()
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(b"# -*- coding: latin-1 -*-\ns = 'caf\xe9'\nx.legacy\n", id="latin-1 cookie"),
+        pytest.param(b"\xef\xbb\xbfs = '\xc3\xa9'\r\nx.legacy\r\n", id="utf-8 BOM and CRLF"),
+    ],
+)
+def test_stdin_fix_writes_the_source_back_in_its_own_encoding(files, source):
+    # The caller (an editor, a pre-commit wrapper) writes stdout over the file: it must get the
+    # file's own bytes back, not the text re-encoded in the terminal's encoding without its BOM.
+    result = jaxmigrate("--stdin-filename", "mod.py", "--fix", input=source)
+    assert result.stdout_bytes == source.replace(b"x.legacy", b"x.modern")
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "source, exit_code",
+    [
+        pytest.param(b"# -*- coding: latin-1 -*-\ns = 'caf\xe9'\nx.modern\n", 0, id="nothing to fix"),
+        pytest.param(b"s = '\xff'\nx.legacy\n", 1, id="undecodable: JM000, the input kept"),
+    ],
+)
+def test_stdin_fix_passes_input_it_does_not_change_through_byte_for_byte(files, source, exit_code):
+    result = jaxmigrate("--stdin-filename", "mod.py", "--fix", input=source)
+    assert result.stdout_bytes == source
+    assert result.exit_code == exit_code
+
+
 def test_stdin_with_paths_is_a_usage_error(files):
     assert jaxmigrate("a.py", "--stdin-filename", "x.py", input="").exit_code == 2
 
