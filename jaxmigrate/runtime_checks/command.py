@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 
 import click
@@ -57,6 +58,10 @@ def verify(
         raise click.UsageError(str(exc)) from exc
     except ImportError as exc:  # numpy missing in this interpreter: the runtime extra
         click.echo(f"jaxmigrate verify needs numpy here ({exc}); install 'jaxmigrate[runtime]'.", err=True)
+        raise SystemExit(EXIT_FAILED) from exc
+    except Exception as exc:  # a bug of ours: exit 2 ("could not verify"), never 1 ("differs")
+        click.echo("jaxmigrate verify: internal error (please report it):", err=True)
+        click.echo(traceback.format_exc(), err=True)
         raise SystemExit(EXIT_FAILED) from exc
     payload = json.dumps(report.to_json(), indent=2)
     if json_path is not None and str(json_path) == "-":

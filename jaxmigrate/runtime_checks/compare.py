@@ -104,7 +104,11 @@ def _values_equal(np: Any, old: Any, new: Any, rtol: float, atol: float) -> bool
 def _unreplicate(np: Any, leaf: Leaf, other: Leaf, rtol: float, atol: float) -> tuple[Leaf, str]:
     """Drop ``leaf``'s leading device axis when its slices agree; else say why not."""
     shape, value = leaf.shape, leaf.value
-    if value is None or shape is None or other.shape is None or tuple(shape[1:]) != tuple(other.shape):
+    if value is None or shape is None or other.shape is None:
+        return leaf, ""
+    # Only a leaf with exactly one more (leading) axis than the other side's can carry a device
+    # axis: a scalar on both sides (shape () and ()[1:] == ()) has none to drop.
+    if len(shape) != len(other.shape) + 1 or tuple(shape[1:]) != tuple(other.shape):
         return leaf, ""
     if shape[0] == 0:
         return leaf, "cannot unreplicate an empty leading axis"

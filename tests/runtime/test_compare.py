@@ -62,6 +62,16 @@ def test_unreplicate_drops_equal_device_slices_only() -> None:
     assert same.equal and same.unreplicated is None
 
 
+@pytest.mark.parametrize("side", ["old", "new"])
+def test_unreplicate_leaves_scalars_alone(side) -> None:
+    # A scalar on both sides has no leading axis to drop (it used to raise IndexError).
+    loss = np.float32(0.25)
+    same = compare_leaf(leaf("loss", np.asarray(loss)), leaf("loss", np.asarray(loss)), unreplicate=side)
+    assert same.equal and same.unreplicated is None
+    other = compare_leaf(leaf("loss", np.asarray(loss)), leaf("loss", np.asarray(loss + 1)), unreplicate=side)
+    assert not other.equal and other.reason == "values differ"
+
+
 def test_structure_mismatch_lists_missing_and_extra_leaves() -> None:
     a = np.zeros(2, np.float32)
     old = Outputs("T", [leaf("['a']", a), leaf("['b']", a)])

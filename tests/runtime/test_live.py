@@ -139,6 +139,19 @@ def test_usage_errors_exit_2_without_running(tmp_path: Path, harness_case) -> No
     assert code == 2
 
 
+def test_an_internal_error_exits_2_not_1(harness_case, monkeypatch) -> None:
+    # Exit 1 means "outputs differ"; a bug of ours must not be read as a difference.
+    from jaxmigrate.runtime_checks import command
+
+    def broken(*args, **kwargs):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(command, "run_verify", broken)
+    old, new = harness_case("failures")
+    code, text = _cli(old, new, "--entry", "fine")
+    assert code == 2 and "internal error" in text and "IndexError: tuple index out of range" in text
+
+
 def test_pytest_fixture_fails_with_readable_diff(jaxmigrate_verify, harness_case) -> None:
     old, new = harness_case("changed_value")
     with pytest.raises(pytest.fail.Exception) as failed:
