@@ -100,6 +100,33 @@ def test_unbound_collective_axis(facts):
     assert "NameError: Found an unbound axis name: batch. To fix this, please call psum under" in docs
 
 
+def test_partition_spec_axis_names(facts):
+    from jaxmigrate.lint.checker import lint_text
+
+    case = facts["sharp_unbound_axis"]
+    assert case["spec_named_sharding"] == "ValueError: Resource axis: batch of P('batch',) is not found in mesh: ('data',)."
+    assert case["spec_nested"].startswith("ValueError: Resource axis: model of P(None, ('data', 'model')) is not found")
+    for side in ("in", "out"):
+        assert case[f"spec_shard_map_{side}"].startswith(
+            f"ValueError: shard_map {side}_specs argument must refer to an axis marked as manual"
+        ), case[f"spec_shard_map_{side}"]
+    assert case["spec_fits"] is None
+    # The findings quote what JAX said, up to the part that names the (module's) mesh.
+    source = (
+        "import jax\nfrom jax.sharding import NamedSharding, PartitionSpec as P\n"
+        "mesh = jax.make_mesh((8,), ('data',))\n"
+        "a = NamedSharding(mesh, P(None, ('data', 'model')))\n"
+        "f = jax.shard_map(g, mesh=mesh, in_specs=P('batch'), out_specs=P('batch'))\n"
+    )
+    messages = [f.message for f in lint_text(source, "t.py", (rule_by_code("JM401"),), (0, 10))]
+    assert len(messages) == 3
+    assert case["spec_nested"].split(" is not found in mesh")[0] in messages[0]
+    assert case["spec_shard_map_in"].split(" (frozenset")[0] in messages[1]
+    assert case["spec_shard_map_out"].split(" (frozenset")[0] in messages[2]
+    docs = " ".join(rule_by_code("JM401").explanation().split())
+    assert case["spec_named_sharding"] in docs
+
+
 def test_pmap_output_indexing(facts):
     case = facts["sharp_pmap_output_indexing"]
     assert case["pmap_indexed"] == case["jit_value"] == [0.0, 2.0, 4.0, 6.0]

@@ -124,6 +124,23 @@ def literal_strings(node: ast.AST | None) -> set[str] | None:
     return None
 
 
+def spec_repr(call: ast.Call) -> str:
+    """How JAX prints a ``PartitionSpec(...)`` call's value (``P('batch',)``), when every entry is
+    a literal name, ``None`` or a tuple of names; ``P(...)`` otherwise."""
+
+    def entry(node: ast.expr):
+        if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str)):
+            return node.value
+        if isinstance(node, ast.Tuple) and all(str_literal(e) is not None for e in node.elts):
+            return tuple(str_literal(e) for e in node.elts)
+        raise ValueError
+
+    try:
+        return "P" + repr(tuple(entry(arg) for arg in call.args)) if not call.keywords else "P(...)"
+    except ValueError:
+        return "P(...)"
+
+
 def reads_call(names: NameResolver, expr: ast.AST, wanted: frozenset[str]) -> bool:
     """Whether the expression calls one of ``wanted``, directly or through names bound once."""
     for node in ast.walk(expr):

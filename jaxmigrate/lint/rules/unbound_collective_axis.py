@@ -1,10 +1,12 @@
-"""JM401: a collective names an axis that no pmap, vmap or mesh of the module defines."""
+"""JM401: a collective or a PartitionSpec names an axis that no pmap, vmap or mesh of the module defines."""
 
 from __future__ import annotations
 
 import ast
 
-from jaxmigrate.lint.patterns import argument, call_name, str_literal
+from jaxmigrate.lint.patterns import (
+    PARTITION_SPEC, SHARD_MAPS, argument, call_name, literal_strings, spec_repr, str_literal,
+)
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
 # collective -> (position, keyword) of its axis name
@@ -21,6 +23,12 @@ DEFINERS = {
     "jax.make_mesh": (1, "axis_names"), "jax.sharding.Mesh": (1, "axis_names"),
     "jax.sharding.AbstractMesh": (1, "axis_names"), "jax.experimental.maps.Mesh": (1, "axis_names"),
 }
+# Keywords by which any other call may bind axis names (`partial(jax.pmap, axis_name="i")`, a
+# wrapper's `axis_name=`, Pallas's `thread_name=` / `grid_names=`): never a reason to report, only
+# a reason not to.
+BINDING_KEYWORDS = frozenset({"axis_name", "axis_names", "spmd_axis_name", "thread_name", "grid_names"})
+PMAP_DEFAULT_AXIS = "_internal_pmap_axis_name"
+SPECS = PARTITION_SPEC | {"jax.experimental.PartitionSpec", "jax.experimental.pjit.PartitionSpec"}
 
 
 def _names(node: ast.AST | None) -> set[str] | None:
@@ -39,7 +47,9 @@ class UnboundCollectiveAxis(Rule):
     Finds collectives (`lax.psum`, `pmean`, `pmax`, `pmin`, `all_gather`, `ppermute`,
     `all_to_all`, `psum_scatter`, `axis_index`, `axis_size`) whose literal axis name is defined by
     no `pmap(axis_name=...)`, `vmap(axis_name=...)`, `jax.make_mesh` or `Mesh` in the same module -
-    typically left behind when a `pmap` was removed or its axis renamed.
+    typically left behind when a `pmap` was removed or its axis renamed. In a module that builds a
+    mesh, also finds `PartitionSpec` entries naming an axis that none of the module's meshes (nor
+    pmaps, vmaps) defines.
 
     ## Why is this bad
     Outside a mapping that binds the name, tracing fails. Verified with jax 0.10.2 on 8 CPU
@@ -47,7 +57,12 @@ class UnboundCollectiveAxis(Rule):
     `NameError: Found an unbound axis name: batch. To fix this, please call psum under
     `jax.shard_map`.` (and `axis_index` the same, naming `axis_index`). Under a global-view
     `jit` the reduction over the batch is implied by the global computation and the collective
-    should go; under `shard_map` the name must be one of the mesh's axes.
+    should go; under `shard_map` the name must be one of the mesh's axes. A `PartitionSpec` is
+    resolved against a mesh: with `mesh = jax.make_mesh((8,), ("data",))`,
+    `NamedSharding(mesh, P("batch"))` (and a `P("batch")` under `jax.set_mesh(mesh)`) raises
+    `ValueError: Resource axis: batch of P('batch',) is not found in mesh: ('data',).`, and
+    `jax.shard_map(..., in_specs=P("batch"))` raises `ValueError: shard_map in_specs argument
+    must refer to an axis marked as manual (frozenset({'data'})), but: in_specs refers to 'batch'`.
 
     ## Example
     ```python
@@ -64,8 +79,16 @@ class UnboundCollectiveAxis(Rule):
 
     ## Confidence
     Reported only when the module itself defines axis names, every definition it makes is
-    literal, and the collective's name is a literal none of them defines. A module that defines
-    no axes (a library called under someone else's pmap or mesh) is never reported.
+    literal, and the collective's name is a literal none of them defines, nor any other call binds
+    by keyword (`partial(jax.pmap, axis_name=...)`, a wrapper's `axis_name=`, Pallas's
+    `thread_name=`; such a keyword with a computed value silences the module). A module that
+    defines no axes (a library called under someone else's pmap or mesh) is never reported. A
+    `PartitionSpec` is checked only in a module that builds a mesh itself, against the union of
+    every axis name the module defines, and only its literal names (`None`, computed entries and
+    `P.UNCONSTRAINED` are skipped): a spec that fits any mesh of the module is never reported.
+    A module that defines no axes, yet jits a function whose collective nothing binds (a `pmap`
+    replaced by `jit` in a module that builds no mesh), stays silent: the jitted function may be
+    called under a pmap elsewhere, where the name is bound.
 
     ## Fix safety
     No fix: either the name or the collective is wrong, and only the author knows which.
@@ -77,9 +100,12 @@ class UnboundCollectiveAxis(Rule):
 
     code = "JM401"
     name = "unbound-collective-axis"
-    summary = "collective over an axis name no pmap, vmap or mesh in the module defines"
+    summary = "collective or PartitionSpec over an axis name no pmap, vmap or mesh in the module defines"
+    # A collective spells its own name; a PartitionSpec is only checked in a module that builds a
+    # mesh, whose constructor's name it must then spell.
     trigger_words = ("psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "all_to_all",
-                     "psum_scatter", "pshuffle", "pbroadcast", "axis_index", "axis_size")
+                     "psum_scatter", "pshuffle", "pbroadcast", "axis_index", "axis_size",
+                     "make_mesh", "Mesh", "AbstractMesh")
     jax_versions = "any version"
 
     VALID = [
@@ -110,6 +136,36 @@ class UnboundCollectiveAxis(Rule):
             y = psum(x, "batch")
             """
         ),
+        Valid(  # bound by a pmap through functools.partial, or by another call's axis_name=
+            """
+            import jax
+            from functools import partial
+            from jax import lax
+            mesh = jax.make_mesh((8,), ("data",))
+            @partial(jax.pmap, axis_name="r")
+            def ring(x):
+                return lax.psum(x, "r") + lax.axis_index("wg")
+            k = kernel(ring, thread_name="wg")
+            """
+        ),
+        Valid(  # specs that fit one of the module's meshes; None and computed entries skipped
+            """
+            import jax
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            mesh = jax.make_mesh((4, 2), ("data", "model"))
+            mesh2 = Mesh(jax.devices(), ("replica",))
+            a = NamedSharding(mesh, P(None, ("data", "model")))
+            b = NamedSharding(mesh2, P("replica", axis, P.UNCONSTRAINED))
+            """
+        ),
+        Valid(  # no mesh built here: the spec is for a caller's mesh
+            """
+            import jax
+            from jax.sharding import PartitionSpec as P
+            step = jax.pmap(f, axis_name="i")
+            spec = P("batch")
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -131,30 +187,64 @@ class UnboundCollectiveAxis(Rule):
             """,
             count=2,
         ),
+        Invalid(
+            """
+            import jax as J
+            from jax.sharding import NamedSharding, PartitionSpec
+            mesh = J.make_mesh((8,), ("data",))
+            s = NamedSharding(mesh, PartitionSpec("batch"))
+            f = J.shard_map(g, mesh=mesh, in_specs=(J.P("data"),), out_specs=J.P(("data", "model")))
+            """,
+            count=2,
+        ),
     ]
 
     def check_module(self, ctx):
         defined: set[str] = set()
-        uses = []
+        bound: set[str] = set()  # names other calls may bind
+        uses, specs, in_map_specs, builds_mesh = [], [], {}, False
         for node in ctx.nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                ctx.names.qualified_name(d) == "jax.pmap" for d in node.decorator_list
+            ):
+                bound.add(PMAP_DEFAULT_AXIS)  # a bare `@jax.pmap`
             name = call_name(ctx.names, node)
+            if isinstance(node, ast.Call) and name not in COLLECTIVES:
+                for keyword in node.keywords:
+                    if keyword.arg in BINDING_KEYWORDS:
+                        if (names := _names(keyword.value)) is None:
+                            return  # a binding we cannot read: any name may be bound
+                        bound |= names
             if name in DEFINERS:
                 position, keyword = DEFINERS[name]
                 value = argument(node, position, keyword)
                 if value is None and name in ("jax.pmap", "jax.vmap"):
+                    if name == "jax.pmap":  # what jax 0.10's pmap names an unnamed axis
+                        bound.add(PMAP_DEFAULT_AXIS)
                     continue
                 names = _names(value)
                 if names is None:
                     return  # a definition we cannot read: any name may be defined
                 defined |= names
+                builds_mesh = builds_mesh or name not in ("jax.pmap", "jax.vmap")
             elif name in COLLECTIVES:
                 names = _names(argument(node, *COLLECTIVES[name]))
                 if names:
                     uses.append((node, name, names))
+            elif name in SPECS:
+                names = set().union(*(literal_strings(arg) or set() for arg in node.args))
+                if names:
+                    specs.append((node, names))
+            elif name in SHARD_MAPS:
+                for keyword in node.keywords:
+                    if keyword.arg in ("in_specs", "out_specs"):
+                        in_map_specs.update((id(n), keyword.arg) for n in ast.walk(keyword.value))
         if not defined:
             return
+        if builds_mesh:
+            self._check_specs(ctx, specs, defined, bound, in_map_specs)
         for node, name, names in uses:
-            missing = sorted(names - defined)
+            missing = sorted(names - defined - bound)
             if missing:
                 ctx.report(
                     node,
@@ -164,3 +254,22 @@ class UnboundCollectiveAxis(Rule):
                     f" name: {missing[0]}`. Use the mesh's axis name under `jax.shard_map`, or drop the"
                     " collective under a global-view jit",
                 )
+
+    def _check_specs(self, ctx, specs, defined: set[str], bound: set[str], in_map_specs: dict[int, str]) -> None:
+        for node, names in specs:
+            missing = sorted(names - defined - bound)
+            if not missing:
+                continue
+            where = in_map_specs.get(id(node))
+            if where:
+                error = (f"`jax.shard_map` raises `ValueError: shard_map {where} argument must refer to an"
+                         " axis marked as manual`")
+            else:
+                error = (f"a `NamedSharding` (or context mesh) resolving it raises `ValueError: Resource"
+                         f" axis: {missing[0]} of {spec_repr(node)} is not found in mesh`")
+            ctx.report(
+                node,
+                f"`PartitionSpec` names axis {', '.join(map(repr, missing))}, which no mesh, pmap or vmap"
+                f" in this module defines (defined: {', '.join(map(repr, sorted(defined)))}); {error}."
+                " Use one of the mesh's axis names",
+            )
