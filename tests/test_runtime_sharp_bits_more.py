@@ -65,6 +65,10 @@ WSC_ERROR = ("RuntimeError: with_sharding_constraint requires a non-empty mesh i
                      " passed to device_put", id="device_put"),
         pytest.param("with_mesh_jit_in", "RuntimeError: jit requires a non-empty mesh in context",
                      id="legacy `with mesh:` is not enough for jit"),
+        pytest.param("with_mesh_jit_out", "RuntimeError: jit requires a non-empty mesh in context",
+                     id="legacy `with mesh:` is not enough for jit out_shardings"),
+        pytest.param("with_mesh_device_put", "ValueError: Please set a mesh via `jax.set_mesh` if a PartitionSpec is"
+                     " passed to device_put", id="legacy `with mesh:` is not enough for device_put"),
     ],
 )
 def test_partition_spec_without_mesh_errors(facts, key, expected):

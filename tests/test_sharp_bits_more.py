@@ -91,7 +91,10 @@ def test_jm507_message_quotes_the_error_of_each_api(call, error):
 @pytest.mark.parametrize(
     "tail",
     [
-        pytest.param("with mesh:\n    y = jax.jit(f, in_shardings=P('data'))(x)\n", id="legacy with mesh"),
+        pytest.param("with mesh:\n    y = lax.with_sharding_constraint(x, P('data'))\n",
+                     id="legacy with mesh: enough for with_sharding_constraint"),
+        pytest.param("with mesh:\n    pass\nwith jax.set_mesh(mesh):\n    y = jax.jit(f, in_shardings=P('data'))(x)\n",
+                     id="legacy with mesh, and set_mesh too"),
         pytest.param("jax.set_mesh(mesh)\ny = jax.device_put(x, P('data'))\n", id="global set_mesh"),
         pytest.param("with self.mesh, open(p):\n    pass\ny = jax.device_put(x, P('data'))\n", id="with an attribute"),
         pytest.param("y = jax.device_put(x, SPECS)\n", id="computed sharding"),
@@ -101,6 +104,24 @@ def test_jm507_message_quotes_the_error_of_each_api(call, error):
 )
 def test_jm507_near_misses(tail):
     assert lint((PartitionSpecWithoutMesh,), MESH + tail) == []
+
+
+@pytest.mark.parametrize(
+    "tail, error",
+    [
+        pytest.param("with mesh:\n    y = jax.jit(f, in_shardings=P('data'))(x)\n",
+                     "RuntimeError: jit requires a non-empty mesh in context if you are passing `PartitionSpec`s to"
+                     " in_shardings", id="jit in_shardings"),
+        pytest.param("m2 = mesh\nwith m2:\n    y = jax.device_put(x, P('data'))\n",
+                     "ValueError: Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to device_put",
+                     id="device_put, the mesh through a second name"),
+    ],
+)
+def test_jm507_legacy_with_mesh_does_not_cover_jit_or_device_put(tail, error):
+    # Checked on jax 0.10.2 (fixtures/runtime/sharp_partition_spec_without_mesh): a legacy
+    # `with mesh:` serves with_sharding_constraint only; jit's shardings and device_put raise.
+    (finding,) = lint((PartitionSpecWithoutMesh,), MESH + tail)
+    assert error in finding.message and "legacy `with mesh:`" in finding.message
 
 
 def test_jm507_ignores_known_non_mesh_contexts():

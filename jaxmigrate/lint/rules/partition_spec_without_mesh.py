@@ -13,6 +13,9 @@ from jaxmigrate.names import LOCAL, PARTIAL
 WSC = frozenset({"jax.lax.with_sharding_constraint", "jax.experimental.pjit.with_sharding_constraint"})
 SPECS = PARTITION_SPEC | {"jax.experimental.PartitionSpec", "jax.experimental.pjit.PartitionSpec"}
 
+FULL, LEGACY = "full", "legacy"  # what entering a `with` item may do to the context mesh
+
+
 def _error(name: str | None, argname: str) -> str:
     if name in WSC:
         return "RuntimeError: with_sharding_constraint requires a non-empty mesh in context"
@@ -39,7 +42,8 @@ class PartitionSpecWithoutMesh(Rule):
     non-empty mesh in context if you are passing `PartitionSpec`s to in_shardings.` (the same for
     `out_shardings`); `jax.device_put(x, P("data"))` raises `ValueError: Please set a mesh via
     `jax.set_mesh` if a PartitionSpec is passed to device_put`. Legacy `with mesh:` (Auto axes)
-    satisfies `with_sharding_constraint` but not `jit`'s in/out shardings (same error).
+    satisfies `with_sharding_constraint` but not `jit`'s in/out shardings (same error) nor
+    `jax.device_put` (same error).
 
     ## Example
     ```python
@@ -55,10 +59,12 @@ class PartitionSpecWithoutMesh(Rule):
 
     ## Confidence
     Reported only in a module that builds a mesh itself (`make_mesh`, `Mesh`) and nowhere calls
-    `set_mesh` / `use_mesh` / `__enter__` / `enter_context`, nor enters a `with` whose item may be
-    a mesh (a name or attribute, a mesh constructor, a call not resolved to an imported non-mesh
-    API). A module without a mesh of its own (a library) is never reported: its callers may set
-    one. Specs are followed through names bound once; computed shardings are left alone.
+    `set_mesh` / `use_mesh` / `__enter__` / `enter_context`, nor enters a `with` whose item may
+    set a context mesh (a name or attribute not bound once in view, a call not resolved to an
+    imported non-mesh API). A `with` over what surely is a `Mesh` (a mesh constructor, or a name
+    bound once to one) is the legacy context: only `with_sharding_constraint` is then left alone.
+    A module without a mesh of its own (a library) is never reported: its callers may set one.
+    Specs are followed through names bound once; computed shardings are left alone.
 
     ## Fix safety
     No fix: whether to wrap the spec in `NamedSharding(mesh, ...)` or to set a context mesh (which
@@ -83,6 +89,15 @@ class PartitionSpecWithoutMesh(Rule):
             mesh = jax.make_mesh((8,), ("data",))
             with jax.set_mesh(mesh):
                 y = jax.jit(f, in_shardings=P("data"))(x)
+            """
+        ),
+        Valid(  # the legacy `with mesh:` is enough for with_sharding_constraint
+            """
+            import jax
+            from jax.sharding import Mesh, PartitionSpec as P
+            mesh = Mesh(jax.devices(), ("data",))
+            with mesh:
+                y = jax.jit(lambda v: jax.lax.with_sharding_constraint(v, P("data")))(x)
             """
         ),
         Valid(  # NamedSharding carries its mesh
@@ -124,6 +139,16 @@ class PartitionSpecWithoutMesh(Rule):
             """,
             count=2,
         ),
+        Invalid(  # ... but not for jit's shardings nor device_put
+            """
+            import jax
+            from jax.sharding import Mesh, PartitionSpec as P
+            mesh = Mesh(jax.devices(), ("data",))
+            with mesh:
+                y = jax.jit(lambda v: v, out_shardings=P("data"))(jax.device_put(x, P("data")))
+            """,
+            count=2,
+        ),
     ]
 
     def check_module(self, ctx):
@@ -131,11 +156,13 @@ class PartitionSpecWithoutMesh(Rule):
         nodes = list(ctx.nodes)
         if not any(calls_to(names, n, MESH_MAKERS) for n in nodes):
             return
+        legacy = False  # a legacy `with mesh:` is entered somewhere: with_sharding_constraint is fine
         for node in nodes:
-            if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-                self._may_enter_mesh(ctx, item.context_expr) for item in node.items
-            ):
-                return
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                kinds = {self._mesh_context(ctx, item.context_expr) for item in node.items}
+                if FULL in kinds:
+                    return
+                legacy = legacy or LEGACY in kinds
             if calls_to(names, node, MESH_CONTEXTS) or (
                 isinstance(node, ast.Attribute) and node.attr in ("__enter__", "enter_context")
             ):
@@ -144,7 +171,7 @@ class PartitionSpecWithoutMesh(Rule):
             if not isinstance(node, ast.Call):
                 continue
             name, where = call_name(names, node), []
-            if name in WSC:
+            if name in WSC and not legacy:
                 where = [("shardings", argument(node, 1, "shardings"))]
             elif name == "jax.device_put":
                 where = [("device", argument(node, 1, "device"))]
@@ -153,12 +180,16 @@ class PartitionSpecWithoutMesh(Rule):
                 where = [(k.arg, k.value) for k in node.keywords if k.arg in ("in_shardings", "out_shardings")]
             for argname, value in where:
                 if value is not None and self._has_spec(ctx, value, 0):
+                    context = (
+                        "whose only mesh context is the legacy `with mesh:`, which `jax.jit` and"
+                        " `jax.device_put` do not read" if legacy else "that builds a mesh but never sets"
+                        " a context mesh"
+                    )
                     ctx.report(
                         value,
-                        f"bare `PartitionSpec` as `{argname}` of `{ctx.segment(node.func)}` in a module that"
-                        " builds a mesh but never sets a context mesh; it raises"
-                        f" `{_error(name, argname)}`. Use `NamedSharding(mesh, spec)`, or run it"
-                        " under `with jax.set_mesh(mesh):`",
+                        f"bare `PartitionSpec` as `{argname}` of `{ctx.segment(node.func)}` in a module"
+                        f" {context}; it raises `{_error(name, argname)}`. Use `NamedSharding(mesh, spec)`,"
+                        " or run it under `with jax.set_mesh(mesh):`",
                     )
 
     def _has_spec(self, ctx, expr: ast.AST, depth: int) -> bool:
@@ -175,12 +206,19 @@ class PartitionSpecWithoutMesh(Rule):
             return value is not None and self._has_spec(ctx, value, depth + 1)
         return False
 
-    def _may_enter_mesh(self, ctx, expr: ast.expr) -> bool:
+    def _mesh_context(self, ctx, expr: ast.expr, depth: int = 0) -> str | None:
+        """What entering ``expr`` may do: LEGACY when it surely is a `Mesh` object (its
+        context sets the mesh for `with_sharding_constraint` only), FULL when it may set the
+        context mesh (or we cannot tell), None when it surely does not."""
+        if isinstance(expr, ast.Name) and depth < 4 and (value := single_value(ctx.names, expr)) is not None:
+            return self._mesh_context(ctx, value, depth + 1)  # `mesh = Mesh(...)` ... `with mesh:`
         if not isinstance(expr, ast.Call):
-            return True  # `with mesh:`, `with self.mesh:`
+            return FULL  # `with mesh:` of a name bound elsewhere, `with self.mesh:`
         found = ctx.names.candidates(expr.func)
+        if found and found <= MESH_MAKERS:
+            return LEGACY
         if found & (MESH_CONTEXTS | MESH_MAKERS) or LOCAL in found:
-            return True
+            return FULL
         if not found:  # a builtin or a star-imported name
-            return not (isinstance(expr.func, ast.Name) and expr.func.id == "open")
-        return False
+            return None if isinstance(expr.func, ast.Name) and expr.func.id == "open" else FULL
+        return None
