@@ -112,9 +112,10 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
             write_atomic(Path(path), encode(source, result.new_text))
         result.new_text = None
         return result
-    except (SourceError, OSError) as error:
-        message = str(error) if isinstance(error, SourceError) else f"cannot write {path}: {error}"
-        return FileResult(path, [Finding("JM000", message, path, 1, 1, 1, 1)])
+    except SourceError as error:
+        return FileResult(path, [_source_error(error, path)])
+    except OSError as error:
+        return FileResult(path, [Finding("JM000", f"cannot write {path}: {error}", path, 1, 1, 1, 1)])
 
 
 def _process_packed(args: tuple[str, tuple[str, ...], Job]) -> FileResult:
@@ -179,8 +180,12 @@ def run_stdin(raw: bytes, display_path: str, settings: Settings, job: Job) -> Ru
         source = decode(raw, display_path)
         result = process_text(source, display_path, settings.rule_codes_for(Path(display_path)), job)
     except SourceError as error:
-        result = FileResult(display_path, [Finding("JM000", str(error), display_path, 1, 1, 1, 1)])
+        result = FileResult(display_path, [_source_error(error, display_path)])
     return RunResult([result])
+
+
+def _source_error(error: SourceError, path: str) -> Finding:
+    return Finding("JM000", str(error), path, error.line, error.column, error.line, error.column)
 
 
 def _has_applicable_fix(findings: list[Finding], job: Job) -> bool:

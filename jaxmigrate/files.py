@@ -24,7 +24,12 @@ DEFAULT_EXCLUDES = (
 
 
 class SourceError(Exception):
-    """A file that cannot be read or decoded; reported as JM000 with this message."""
+    """A file that cannot be read or decoded; reported as JM000 with this message, at ``line`` and
+    ``column`` (1-based; where decoding failed, else the file's start)."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,34 @@ def decode(raw: bytes, name: str = "<file>") -> SourceFile:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as error:  # a bad coding cookie, or a BOM that contradicts it
+        if "invalid or missing encoding declaration" in str(error):
+            # detect_encoding decodes the first two lines itself and blames invalid UTF-8 there
+            # on the declaration: say where the bad byte is when that is what it found.
+            fallback = "utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8"
+            try:
+                raw.decode(fallback)
+            except UnicodeDecodeError as bad:
+                raise _decode_error(name, fallback, bad) from None
         raise SourceError(f"cannot decode {name}: {error}") from None
     try:
         text = raw.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as error:
+    except LookupError as error:
         raise SourceError(f"cannot decode {name} as {encoding}: {error}") from None
+    except UnicodeDecodeError as error:
+        raise _decode_error(name, encoding, error) from None
     return SourceFile(text, encoding, raw)
+
+
+def _decode_error(name: str, encoding: str, error: UnicodeDecodeError) -> SourceError:
+    """Where decoding failed, as Python's own "(unicode error)" says: the line, and the column in
+    characters of the part of that line that did decode."""
+    data = error.object  # for utf-8-sig: the bytes after the BOM, which ``error.start`` indexes
+    line_start = data.rfind(b"\n", 0, error.start) + 1
+    line = data.count(b"\n", 0, error.start) + 1
+    column = len(data[line_start : error.start].decode(encoding, errors="replace")) + 1
+    return SourceError(
+        f"cannot decode {name} as {encoding}: {error} (line {line}, column {column})", line, column
+    )
 
 
 def read_source(path: Path) -> SourceFile:

@@ -127,7 +127,7 @@ def test_every_output_format_reports_and_sets_the_exit_code(files, output_format
 def test_unparseable_and_unreadable_files_are_JM000_and_the_run_goes_on(files):
     (files / "broken.py").write_text("x.legacy\ndef f(:\n")
     (files / "nul.py").write_bytes(b"x.legacy\x00\n")
-    (files / "latin.py").write_bytes(b"x.legacy = '\xe9'\n")  # no cookie: invalid UTF-8
+    (files / "latin.py").write_bytes(b"x.legacy\ny = '\xe9'\n")  # no cookie: invalid UTF-8 on line 2
     (files / "dangling.py").symlink_to(files / "nowhere.py")
     result = jaxmigrate(
         "a.py", "broken.py", "nul.py", "latin.py", "dangling.py", "--output-format", "json"
@@ -137,7 +137,7 @@ def test_unparseable_and_unreadable_files_are_JM000_and_the_run_goes_on(files):
         ("a.py", "JM901", 2),
         ("broken.py", "JM000", 2),
         ("dangling.py", "JM000", 1),
-        ("latin.py", "JM000", 1),
+        ("latin.py", "JM000", 2),
         ("nul.py", "JM000", 1),
     ]
 

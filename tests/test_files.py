@@ -147,6 +147,24 @@ def test_undecodable_bytes_raise_a_source_error(raw, message):
         decode(raw, "bad.py")
 
 
+@pytest.mark.parametrize(
+    "raw, line, column",
+    [
+        pytest.param(b"import x\ns = 'caf\xc3\xa9 \xff'\n", 2, 11, id="columns count characters"),
+        pytest.param(b"\xff = 1\n", 1, 1, id="first byte"),
+        pytest.param(b"# -*- coding: utf-8 -*-\n\n\nx = b'\xfe'\n", 4, 7, id="after a cookie"),
+        pytest.param(codecs.BOM_UTF8 + b"import x\ny = '\xc3\xa9\xff'\n", 2, 7, id="after a BOM"),
+        pytest.param(codecs.BOM_UTF8 + b"x = '\xff'\n", 1, 6, id="BOM line: the BOM is no column"),
+    ],
+)
+def test_a_decoding_error_says_where(raw, line, column):
+    # JM000 points at the bad byte, as Python's own "(unicode error)" does, not at 1:1.
+    with pytest.raises(SourceError) as error:
+        decode(raw, "bad.py")
+    assert (error.value.line, error.value.column) == (line, column)
+    assert f"(line {line}, column {column})" in str(error.value)
+
+
 def test_reading_a_directory_is_a_source_error(tmp_path):
     (tmp_path / "x.py").mkdir()
     with pytest.raises(SourceError, match="cannot read"):
