@@ -144,6 +144,35 @@ def test_committed_mismatch_order_matters():
     assert lint(CommittedDeviceMismatch, code) == []
 
 
+@pytest.mark.parametrize(
+    "code, line",
+    [
+        pytest.param("""
+            import jax
+            def outer():
+                a = jax.device_put(1.0, jax.devices()[0])
+                def inner():
+                    return jax.device_put(2.0, jax.devices()[1])
+                b = jax.device_put(2.0, jax.devices()[1])
+                return a + b
+            """, 7, id="two puts in the outer scope, one in a nested def"),
+        pytest.param("""
+            import jax
+            def f(x=jax.device_put(1.0, jax.devices()[0])):
+                return x
+            a = jax.device_put(1.0, jax.devices()[0])
+            b = jax.device_put(2.0, jax.devices()[1])
+            c = [lambda: 0, a * b]
+            """, 6, id="module scope: puts counted past a def and a lambda"),
+    ],
+)
+def test_committed_devices_are_found_in_the_scope_that_holds_both_puts(code, line):
+    # Only scopes with two device_put calls of their own are walked; a call counts for the
+    # innermost def around it, so a nested def's puts neither hide nor stand in for its parent's.
+    (finding,) = lint(CommittedDeviceMismatch, code)
+    assert finding.line == line
+
+
 def test_unbound_axis_message_quotes_runtime_error():
     (finding,) = lint(UnboundCollectiveAxis, """
         import jax

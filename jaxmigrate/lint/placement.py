@@ -53,11 +53,22 @@ class PlacementWalk:
         self.names = names
         self.source_of = source_of  # node -> its source text
 
-    def scopes(self, tree: ast.Module) -> Iterator[list[ast.stmt]]:
-        yield tree.body
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield node.body
+    def busy_scopes(self, tree: ast.Module, calls, functions) -> Iterator[list[ast.stmt]]:
+        """The scopes with at least two ``jax.device_put`` calls of their own: a scope's facts come
+        from its own statements only, so two arrays committed apart need two calls in it. Each
+        call counts for the innermost def whose lines hold it (a lambda or class body in between
+        only makes a scope look busier, never quieter), so most scopes are never walked."""
+        puts = [c for c in calls if call_name(self.names, c) == DEVICE_PUT]
+        if len(puts) < 2:
+            return
+        counts: dict[int, int] = {}
+        for put in puts:
+            around = [f for f in functions if f.lineno <= put.lineno <= (f.end_lineno or f.lineno)]
+            owner = max(around, key=lambda f: (f.lineno, f.col_offset), default=tree)
+            counts[id(owner)] = counts.get(id(owner), 0) + 1
+        for scope in [tree, *functions]:
+            if counts.get(id(scope), 0) >= 2:
+                yield scope.body
 
     def walk(self, body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, dict]]:
         env: dict[str, object] = {}

@@ -68,7 +68,9 @@ class CommittedDeviceMismatch(Rule):
 
     def check_module(self, ctx):
         walk = PlacementWalk(ctx.names, lambda nodes: ", ".join(ctx.segment(n) for n in nodes))
-        for body in walk.scopes(ctx.tree):
+        calls = [node for _, node in ctx.by_type.get(ast.Call, ())]
+        functions = [node for t in (ast.FunctionDef, ast.AsyncFunctionDef) for _, node in ctx.by_type.get(t, ())]
+        for body in walk.busy_scopes(ctx.tree, calls, functions):
             for stmt, env in walk.walk(body):
                 for node in own_nodes([stmt]):
                     if isinstance(node, ast.BinOp):

@@ -8,7 +8,7 @@ from jaxmigrate.lint.patterns import (
     JIT, SHARD_MAPS, argument, call_name, literal_strings, own_nodes, refers_to,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
-from jaxmigrate.lint.rules.unbound_collective_axis import COLLECTIVES, DEFINERS, UnboundCollectiveAxis
+from jaxmigrate.lint.rules.unbound_collective_axis import COLLECTIVES, DEFINERS
 
 MESHES = {name: where for name, where in DEFINERS.items() if name not in ("jax.pmap", "jax.vmap")}
 MAPS = {"jax.pmap": 1, "jax.vmap": 3}  # position of axis_name
@@ -65,7 +65,7 @@ class MeshAxisCollectiveUnderJit(Rule):
     code = "JM402"
     name = "mesh-axis-collective-under-jit"
     summary = "collective over a mesh axis in a function run by plain `jax.jit`, with nothing binding the axis"
-    trigger_words = UnboundCollectiveAxis.trigger_words  # every collective spells its own name
+    trigger_words = tuple(short.rsplit(".", 1)[1] for short in COLLECTIVES)  # each spells its own name
     jax_versions = "any version"
 
     VALID = [
@@ -135,14 +135,12 @@ class MeshAxisCollectiveUnderJit(Rule):
 
     def check_module(self, ctx):
         names, mesh_axes, bound = ctx.names, set(), set()
+        if any(word in ctx.names_by_id or word in ctx.attributes for word in MAP_WORDS) or any(
+            node.name.rpartition(".")[2] in MAP_WORDS for _, node in ctx.by_type.get(ast.alias, ())
+        ):
+            return
         nodes = list(ctx.nodes)
-        for node in nodes:
-            if (isinstance(node, ast.Name) and node.id in MAP_WORDS) or (
-                isinstance(node, ast.Attribute) and node.attr in MAP_WORDS
-            ) or (isinstance(node, ast.alias) and node.name.rpartition(".")[2] in MAP_WORDS):
-                return
-            if not isinstance(node, ast.Call):
-                continue
+        for _, node in ctx.by_type.get(ast.Call, ()):
             name = call_name(names, node)
             if name in SHARD_MAPS:
                 return

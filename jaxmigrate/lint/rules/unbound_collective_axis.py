@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from jaxmigrate.lint.patterns import (
     PARTITION_SPEC, SHARD_MAPS, argument, call_name, literal_strings, spec_repr, str_literal,
@@ -28,6 +29,8 @@ DEFINERS = {
 # a reason not to.
 BINDING_KEYWORDS = frozenset({"axis_name", "axis_names", "spmd_axis_name", "thread_name", "grid_names"})
 PMAP_DEFAULT_AXIS = "_internal_pmap_axis_name"
+COLLECTIVE_WORDS = re.compile(r"\b(?:" + "|".join(n.rsplit(".", 1)[1] for n in COLLECTIVES) + r")\b")
+SPEC_WORDS = re.compile(r"\b(?:PartitionSpec|P)\b")
 SPECS = PARTITION_SPEC | {"jax.experimental.PartitionSpec", "jax.experimental.pjit.PartitionSpec"}
 
 
@@ -200,16 +203,18 @@ class UnboundCollectiveAxis(Rule):
     ]
 
     def check_module(self, ctx):
+        if not COLLECTIVE_WORDS.search(ctx.text) and not SPEC_WORDS.search(ctx.text):
+            return  # woken by a mesh constructor's name, with no collective and no spec to check
         defined: set[str] = set()
         bound: set[str] = set()  # names other calls may bind
         uses, specs, in_map_specs, builds_mesh = [], [], {}, False
-        for node in ctx.nodes:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                ctx.names.qualified_name(d) == "jax.pmap" for d in node.decorator_list
-            ):
-                bound.add(PMAP_DEFAULT_AXIS)  # a bare `@jax.pmap`
+        for kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+            for _, node in ctx.by_type.get(kind, ()):
+                if any(ctx.names.qualified_name(d) == "jax.pmap" for d in node.decorator_list):
+                    bound.add(PMAP_DEFAULT_AXIS)  # a bare `@jax.pmap`
+        for _, node in ctx.by_type.get(ast.Call, ()):
             name = call_name(ctx.names, node)
-            if isinstance(node, ast.Call) and name not in COLLECTIVES:
+            if name not in COLLECTIVES:
                 for keyword in node.keywords:
                     if keyword.arg in BINDING_KEYWORDS:
                         if (names := _names(keyword.value)) is None:
