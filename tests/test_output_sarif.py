@@ -220,3 +220,48 @@ def test_notebook_findings_have_no_file_region_and_no_fix():
     assert "region" not in result["locations"][0]["physicalLocation"]
     assert result["properties"] == {"cell": 2, "line": 3, "column": 1}
     assert "fixes" not in result
+
+
+def apply_replacements(text: str, change: dict) -> str:
+    """What a SARIF consumer does with one artifactChange's line/column replacements."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - 1] + column - 1
+
+    for replacement in sorted(change["replacements"], key=lambda r: (r["deletedRegion"]["startLine"],
+                                                                      r["deletedRegion"]["startColumn"]), reverse=True):
+        region = replacement["deletedRegion"]
+        start, end = offset(region["startLine"], region["startColumn"]), offset(region["endLine"], region["endColumn"])
+        text = text[:start] + replacement["insertedContent"]["text"] + text[end:]
+    return text
+
+
+def test_a_codemod_fix_is_expressed_as_the_replacements_it_makes_for_its_own_site():
+    # JM101's fix is a whole-module codemod: SARIF still gets a fix, the rewrite of this site only.
+    from jaxmigrate.lint.checker import fix_text, lint_text
+    from jaxmigrate.lint.registry import rule_by_code
+
+    source = "import jax\n\nstep = jax.pmap(f, axis_name='i')\nother = jax.pmap(g)  # noqa: JM101\n"
+    rules = (rule_by_code("JM101"),)
+    (finding,) = lint_text(source, "train.py", rules, (0, 10))
+    assert finding.fix.codemod and not finding.fix.edits
+    log = sarif([finding], {"train.py": source})
+    jsonschema.Draft4Validator(SCHEMA).validate(log)
+    [fix] = log["runs"][0]["results"][0]["fixes"]
+    assert fix["properties"] == {"safety": "safe"}
+    [change] = fix["artifactChanges"]
+    assert apply_replacements(source, change) == fix_text(source, "train.py", rules, (0, 10)).text
+
+
+def broken_codemod(text, sites):
+    raise RuntimeError("codemod bug")
+
+
+def test_a_codemod_that_fails_costs_its_result_the_fix_not_the_log():
+    fix = Fix(Safety.SAFE, "rewrite", codemod=f"{__name__}:broken_codemod")
+    log = sarif([Finding("JM999", "m", "a.py", 1, 1, 1, 4, fix)], {"a.py": "x = 1\n"})
+    jsonschema.Draft4Validator(SCHEMA).validate(log)
+    assert "fixes" not in log["runs"][0]["results"][0]

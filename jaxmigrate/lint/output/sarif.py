@@ -10,13 +10,19 @@ so that unrelated edits above it do not turn it into a "new" alert: a hash of th
 the text of the finding's first line with surrounding whitespace stripped, and the occurrence
 index of that (code, path, text) among this run's results in order. When the line cannot be read,
 the finding's message stands in for the line text.
+
+``fixes``: a fix's edits as replacements; a codemod fix (whole-module rewrite) is run for its
+result's site alone, and the lines it changes become the replacements.
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import hashlib
 import json
 import re
+from importlib import import_module
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import quote
@@ -25,7 +31,7 @@ import jaxmigrate
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.context import SourceText
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.rule import Finding, Fix
+from jaxmigrate.lint.rule import Edit, Finding, Fix
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "jaxmigrate/v1"
@@ -165,12 +171,19 @@ def _fingerprint(
 
 def _fix(finding: Finding, fix: Fix, source: SourceText | None) -> dict | None:
     """A SARIF fix, its edits as replacements. Regions are line/column when the file's text is at
-    hand, else character offsets (which the edits are); a fix without edits, or a notebook's
-    (whose offsets index the joined cells), cannot be expressed and is left out."""
-    if not fix.edits or finding.cell is not None:
+    hand, else character offsets (which the edits are). A codemod fix (a whole-module rewrite)
+    is run for this finding's site alone and its change expressed as replacements of whole
+    lines. A notebook's fix (whose offsets index the joined cells), or a codemod without the
+    file's text, cannot be expressed and is left out."""
+    if finding.cell is not None:
+        return None
+    edits = fix.edits
+    if fix.codemod:
+        edits = _codemod_edits(fix.codemod, finding, source)
+    if not edits:
         return None
     replacements = []
-    for edit in sorted(fix.edits):
+    for edit in sorted(edits):
         if source is not None and edit.end <= len(source.text):
             start_line, start_column = source.position(edit.start)
             end_line, end_column = source.position(edit.end)
@@ -190,6 +203,31 @@ def _fix(finding: Finding, fix: Fix, source: SourceText | None) -> dict | None:
         ],
         "properties": {"safety": fix.safety.value},
     }
+
+
+def _codemod_edits(codemod: str, finding: Finding, source: SourceText | None) -> tuple[Edit, ...]:
+    """The codemod's rewrite for the finding's site, as edits of whole lines of the text; none
+    when the text is not at hand, or the codemod fails, changes nothing or breaks the file (as
+    ``--fix`` would then not apply it either)."""
+    if source is None:
+        return ()
+    try:
+        module, _, function = codemod.partition(":")
+        rewritten = getattr(import_module(module), function)(source.text, frozenset({(finding.line, finding.column)}))
+        ast.parse(rewritten)
+    except Exception:  # noqa: BLE001 - a broken codemod costs this result its fix, not the log
+        return ()
+    old_lines = source.text.splitlines(keepends=True)
+    new_lines = rewritten.splitlines(keepends=True)
+    starts = [0]
+    for line in old_lines:
+        starts.append(starts[-1] + len(line))
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    return tuple(
+        Edit(starts[i1], starts[i2], "".join(new_lines[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    )
 
 
 class _Sources:
