@@ -16,10 +16,11 @@ from typing import Callable, Sequence
 
 from jaxmigrate import cache as cache_module
 from jaxmigrate.config import Settings
-from jaxmigrate.files import Discovery, SourceError, SourceFile, decode, encode, read_source, write_atomic
+from jaxmigrate.files import NOTEBOOK_SUFFIX, Discovery, SourceError, SourceFile, decode, encode, write_atomic
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.rule import Finding, Safety
+from jaxmigrate.notebooks import Notebook, NotebookError
 
 # Below this many files a pool costs more to start than it saves.
 MIN_FILES_FOR_POOL = 32
@@ -46,6 +47,7 @@ class FileResult:
     changed: bool = False  # --fix wrote it, or --diff would
     diff: str = ""
     new_text: str | None = None  # for stdin: the fixed text
+    new_bytes: bytes | None = None  # what --fix writes (a notebook: its JSON with the fixed cells)
     cache_key: str | None = None
     fix_errors: bool = False  # rejected fixes were reported: findings a check would not give
 
@@ -85,32 +87,61 @@ def process_text(
     result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes)
     findings = sorted(result.findings + result.errors, key=lambda f: f.sort_key)
     changed = result.text != source.text
-    if changed:
-        encode(source, result.text)  # refuse early if the fixed text cannot be written back
-    diff = ""
-    if changed and job.mode is Mode.DIFF:
-        diff = "".join(
-            difflib.unified_diff(
-                source.text.splitlines(keepends=True),
-                result.text.splitlines(keepends=True),
-                fromfile=f"a/{display_path}",
-                tofile=f"b/{display_path}",
-            )
-        )
+    diff = _unified_diff(source.text, result.text, display_path) if changed and job.mode is Mode.DIFF else ""
     return FileResult(
         display_path, findings, result.fixed, changed, diff, result.text if changed else None,
         fix_errors=bool(result.errors),
     )
 
 
+def process_raw(raw: bytes, display_path: str, codes: Sequence[str], job: Job) -> FileResult:
+    """Check (or fix) one file's bytes: Python source, or a notebook's code cells. Raises
+    SourceError when they cannot be read as either."""
+    if display_path.endswith(NOTEBOOK_SUFFIX):
+        return _process_notebook(raw, display_path, codes, job)
+    source = decode(raw, display_path)
+    result = process_text(source, display_path, codes, job)
+    if result.changed:
+        result.new_bytes = encode(source, result.new_text)
+    return result
+
+
+def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: Job) -> FileResult:
+    """The code cells as one text (magics masked); findings counted within their cells; a fix
+    written back into the cells it changed, the rest of the JSON as it was."""
+    try:
+        notebook = Notebook.parse(raw, display_path)
+    except NotebookError as error:
+        raise SourceError(str(error)) from None
+    result = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes, job)
+    result.findings = [notebook.locate(f) for f in result.findings]
+    if result.changed:
+        try:
+            result.new_bytes = notebook.with_text(result.new_text)
+        except NotebookError as error:  # never write a notebook whose cells no longer line up
+            unfixed = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes,
+                                   Job(Mode.CHECK, job.unsafe_fixes, job.target_jax))
+            result = FileResult(display_path, [notebook.locate(f) for f in unfixed.findings], fix_errors=True)
+            result.findings.append(Finding("JM001", f"the fixes for {display_path} were not applied: {error}"
+                                           " (please report it)", display_path, 1, 1, 1, 1))
+        if job.mode is Mode.DIFF and result.new_bytes is not None:
+            result.diff = _unified_diff(raw.decode("utf-8-sig"), result.new_bytes.decode("utf-8"), display_path)
+    if not result.changed:
+        result.diff = ""
+    return result
+
+
 def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
     """Check (or fix) one file on disk; any failure to read or write is a JM000 finding."""
     try:
-        source = read_source(Path(path))
-        result = process_text(source, path, codes, job)
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as error:
+            raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
+        result = process_raw(raw, path, codes, job)
         if result.changed and job.mode is Mode.FIX:
-            write_atomic(Path(path), encode(source, result.new_text))
-        result.new_text = None
+            write_atomic(Path(path), result.new_bytes)
+        result.new_text = result.new_bytes = None  # not needed back from a worker process
         return result
     except SourceError as error:
         return FileResult(path, [_source_error(error, path)])
@@ -177,8 +208,7 @@ def run_paths(
 
 def run_stdin(raw: bytes, display_path: str, settings: Settings, job: Job) -> RunResult:
     try:
-        source = decode(raw, display_path)
-        result = process_text(source, display_path, settings.rule_codes_for(Path(display_path)), job)
+        result = process_raw(raw, display_path, settings.rule_codes_for(Path(display_path)), job)
     except SourceError as error:
         result = FileResult(display_path, [_source_error(error, display_path)])
     return RunResult([result])
@@ -186,6 +216,17 @@ def run_stdin(raw: bytes, display_path: str, settings: Settings, job: Job) -> Ru
 
 def _source_error(error: SourceError, path: str) -> Finding:
     return Finding("JM000", str(error), path, error.line, error.column, error.line, error.column)
+
+
+def _unified_diff(before: str, after: str, display_path: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{display_path}",
+            tofile=f"b/{display_path}",
+        )
+    )
 
 
 def _has_applicable_fix(findings: list[Finding], job: Job) -> bool:

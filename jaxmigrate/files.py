@@ -16,6 +16,8 @@ from typing import Iterable, Iterator
 import pathspec
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+NOTEBOOK_SUFFIX = ".ipynb"  # Jupyter notebooks: their code cells are checked (notebooks.py)
+CHECKED_SUFFIXES = (*PYTHON_SUFFIXES, NOTEBOOK_SUFFIX)
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".jaxmigrate_cache",
@@ -178,7 +180,7 @@ class Discovery:
                 if entry.is_dir(follow_symlinks=False):
                     if not self.is_excluded(path, is_dir=True, named=named):
                         subdirs.append(path)
-                elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
+                elif entry.name.endswith(CHECKED_SUFFIXES) and entry.is_file():
                     if not self.is_excluded(path, is_dir=False, named=named):
                         yield path
             stack.extend(reversed(subdirs))

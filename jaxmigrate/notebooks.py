@@ -78,8 +78,13 @@ class Notebook:
         cells = self.document["cells"]
         for index, part in zip(self.code_cells, parts):
             restored = "\n".join(self._unmask(line) for line in part.split("\n"))
-            if restored == _cell_text(cells[index]):
+            original = _cell_text(cells[index])
+            if restored == original:
                 continue  # untouched cells keep their exact JSON form
+            first = original.split("\n", 1)[0]
+            if first.lstrip().startswith("%%") and restored.split("\n", 1)[0] != first:
+                # A cell magic must stay the cell's first line (a fix's new imports went above it).
+                raise NotebookError(f"a fix would put code above the cell magic {first.strip()!r}; not written")
             if isinstance(cells[index].get("source"), str):
                 cells[index]["source"] = restored
             else:

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from jaxmigrate import engine
 from jaxmigrate.config import ConfigError, load_settings
-from jaxmigrate.files import SourceError, decode, encode, read_source
+from jaxmigrate.files import SourceError, decode, read_source
 from jaxmigrate.lint.output import Report, get_renderer
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -79,12 +79,10 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             # caller writes stdout back over the file, so it gets bytes in the file's own
             # encoding, BOM and line endings - and the input unchanged, byte for byte, when
             # nothing was fixed or the input could not even be decoded.
-            fixed = result.files[0].new_text
-            out = raw
-            if fixed is not None:
-                out = encode(decode(raw, name), fixed)
+            fixed, out = result.files[0].new_text, result.files[0].new_bytes
+            if out is not None:
                 read_source = lambda path: fixed if path == name else None  # noqa: E731
-            _write_bytes(stdout, out)
+            _write_bytes(stdout, raw if out is None else out)
             stdout = stderr
     else:
         with _progress(stderr, options.output_format) as tick:

@@ -1,0 +1,99 @@
+"""Jupyter notebooks end to end: found in directories, their code cells checked (magics masked),
+findings counted within cells, fixes written back into the cells they change and nowhere else."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jaxmigrate import engine
+from jaxmigrate.cli import main
+from jaxmigrate.config import load_settings
+from jaxmigrate.engine import Job, Mode
+from jaxmigrate.notebooks import Notebook, NotebookError
+
+CHECK = Job(Mode.CHECK, False, (0, 10))
+FIX = Job(Mode.FIX, False, (0, 10))
+DIFF = Job(Mode.DIFF, False, (0, 10))
+
+
+def notebook(*cells: str | list[str], kind: str = "code") -> bytes:
+    document = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# x.legacy in prose is no code\n"]},
+            *({"cell_type": kind, "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+              for source in cells),
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return (json.dumps(document, indent=1, ensure_ascii=False) + "\n").encode()
+
+
+def run(paths, job=CHECK) -> engine.RunResult:
+    settings = load_settings(None, Path.cwd())
+    return engine.run_paths([Path(p) for p in paths], settings, job, use_cache=False, jobs=1)
+
+
+def cells_of(path: Path) -> list:
+    return [cell["source"] for cell in json.loads(path.read_text())["cells"]]
+
+
+@pytest.fixture
+def nb(project, test_rules) -> Path:
+    path = project / "train.ipynb"
+    path.write_bytes(notebook(["%matplotlib inline\n", "import x\n"], ["!pip install x\n", "y = 1\n", "x.legacy"],
+                              "z = 'café'"))
+    return path
+
+
+def test_notebooks_are_found_and_findings_count_lines_within_their_cell(nb):
+    (finding,) = run(["."]).findings
+    assert (finding.path, finding.code, finding.cell, finding.line, finding.column) == ("train.ipynb", "JM901", 3, 3, 1)
+
+
+def test_fix_rewrites_only_the_changed_cell_and_a_second_pass_changes_nothing(nb):
+    before = cells_of(nb)
+    result = run(["."], FIX)
+    assert (result.fixed, result.changed_files, result.findings) == (1, 1, [])
+    after = cells_of(nb)
+    assert after[2] == ["!pip install x\n", "y = 1\n", "x.modern"]  # the magic line restored as it was
+    assert [after[i] for i in (0, 1, 3)] == [before[i] for i in (0, 1, 3)]
+    os.utime(nb, (1_000_000, 1_000_000))
+    again = run(["."], FIX)
+    assert (again.fixed, again.changed_files) == (0, 0) and nb.stat().st_mtime == 1_000_000
+
+
+def test_diff_shows_the_notebook_change_and_writes_nothing(nb):
+    raw = nb.read_bytes()
+    result = run(["train.ipynb"], DIFF)
+    assert result.diff.startswith("--- a/train.ipynb\n+++ b/train.ipynb\n")
+    assert '-    "x.legacy"\n' in result.diff and '+    "x.modern"\n' in result.diff
+    assert nb.read_bytes() == raw
+
+
+def test_a_notebook_that_is_not_json_is_JM000_and_the_run_goes_on(nb):
+    (nb.parent / "broken.ipynb").write_text("{not json")
+    result = run(["."])
+    assert [(f.path, f.code) for f in result.findings] == [("broken.ipynb", "JM000"), ("train.ipynb", "JM901")]
+    assert "as a Jupyter notebook" in result.findings[0].message
+
+
+def test_stdin_notebook_fix_prints_the_fixed_notebook(nb):
+    result = CliRunner().invoke(main, ["--fix", "--stdin-filename", "nb.ipynb"], input=nb.read_bytes())
+    assert result.exit_code == 0
+    assert json.loads(result.stdout_bytes)["cells"][2]["source"][-1] == "x.modern"
+
+
+def test_a_fix_above_a_cell_magic_is_refused():
+    parsed = Notebook.parse(notebook(["%%capture\n", "!pip install x"], "import x\n"))
+    with pytest.raises(NotebookError, match="cell magic"):
+        parsed.with_text("import functools\n" + parsed.text)
+    # Below the magic's cell, the same insertion is fine.
+    cells = json.loads(parsed.with_text(parsed.text.replace("import x", "import functools\nimport x")))["cells"]
+    assert cells[1]["source"] == ["%%capture\n", "!pip install x"]
