@@ -44,13 +44,28 @@ class Settings:
         return _selected_codes(registry.all_rules(), self.select, tuple(ignore))
 
     def fingerprint(self) -> str:
-        """Changes whenever a setting that changes findings changes (keys the cache)."""
+        """Changes whenever a setting that changes findings changes (keys the cache), and with the
+        tool itself: its version and its own source files."""
         from jaxmigrate import __version__
 
         payload = json.dumps(
-            [__version__, self.select, self.ignore, self.per_file_ignores, self.target_jax]
+            [__version__, tool_sources_digest(), self.select, self.ignore, self.per_file_ignores,
+             self.target_jax]
         )
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def tool_sources_digest(package: Path = Path(__file__).parent) -> str:
+    """Size and modification time of every module and data file of the package: an edited rule in
+    a development (editable) install must not be answered from findings cached before the edit,
+    and the version number does not change for that. A stat per file, no reading."""
+    digest = hashlib.blake2b(digest_size=16)
+    for path in sorted(package.rglob("*")):
+        if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+            stat = path.stat()
+            digest.update(f"{path.relative_to(package).as_posix()}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=64)

@@ -95,6 +95,23 @@ def test_a_missing_config_file_is_an_error(project, test_rules):
         load_settings(project / "nope.toml", project)
 
 
+def test_the_fingerprint_changes_when_the_tools_own_sources_do(project, test_rules, tmp_path, monkeypatch):
+    # An edited rule in an editable install must not be answered from the cache: the version
+    # number stays the same, the sources' sizes and mtimes do not.
+    from jaxmigrate import config
+
+    package = tmp_path / "pkg"
+    (package / "rules").mkdir(parents=True)
+    (package / "rules" / "rule.py").write_text("A = 1\n")
+    (package / "symbols.toml").write_text("")
+    first = config.tool_sources_digest.__wrapped__(package)
+    (package / "rules" / "rule.py").write_text("A = 12\n")
+    assert config.tool_sources_digest.__wrapped__(package) != first
+    base = load_settings(None, project).fingerprint()
+    monkeypatch.setattr(config, "tool_sources_digest", lambda: first)
+    assert load_settings(None, project).fingerprint() != base
+
+
 def test_the_fingerprint_changes_with_settings_that_change_findings(project, test_rules):
     base = load_settings(None, project).fingerprint()
     assert load_settings(None, project).fingerprint() == base
