@@ -161,7 +161,7 @@ def run_paths(
     force_exclude: bool = False,
     jobs: int | None = None,
     use_cache: bool = True,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,  # (files just done, files to do)
 ) -> RunResult:
     discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude)
     files = discovery.files(paths)
@@ -189,12 +189,12 @@ def run_paths(
             for result in pool.map(_process_packed, todo, chunksize=chunk):
                 results.append(result)
                 if progress:
-                    progress(1)
+                    progress(1, len(todo))
     else:
         for item in todo:
             results.append(_process_packed(item))
             if progress:
-                progress(1)
+                progress(1, len(todo))
 
     if cache is not None:
         for result in results:

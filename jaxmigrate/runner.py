@@ -160,10 +160,11 @@ def _progress(stream, output_format: str) -> Iterator:
     task = progress.add_task("check", total=None)
     count = 0
 
-    def tick(n: int) -> None:
+    def tick(n: int, total: int) -> None:
         nonlocal count
         count += n
         if count == PROGRESS_MIN_FILES:
+            progress.update(task, total=total)  # files served from the cache are not counted
             progress.start()
         progress.advance(task, n)
 

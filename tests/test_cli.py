@@ -7,6 +7,7 @@ legacy-pjit), including one where jax cannot be imported at all.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -394,3 +395,32 @@ def test_lint_and_fix_work_where_jax_is_not_installed(tmp_path, env_without_jax,
     assert "axis_types=" in text
     compile(text, "legacy.py", "exec")
     assert "JM506" not in {code for _, code, _ in findings(fixed.stdout)}
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    "stream, output_format, files, shown",
+    [
+        pytest.param(Terminal, "text", 250, True, id="terminal, long run: shown, with its total"),
+        pytest.param(Terminal, "text", 150, False, id="terminal, short run: not shown"),
+        pytest.param(io.StringIO, "text", 250, False, id="not a terminal: not shown"),
+        pytest.param(Terminal, "json", 250, False, id="machine-readable output: not shown"),
+    ],
+)
+def test_a_progress_bar_only_for_a_person_watching_a_long_run(monkeypatch, stream, output_format, files, shown):
+    from jaxmigrate import runner
+
+    monkeypatch.delenv("CI", raising=False)
+    err = stream()
+    with runner._progress(err, output_format) as tick:
+        for _ in range(files if tick else 0):
+            tick(1, files)
+    assert ("checking" in err.getvalue()) == shown
+    assert (f"/{files}" in err.getvalue()) == shown
