@@ -424,3 +424,29 @@ def test_a_progress_bar_only_for_a_person_watching_a_long_run(monkeypatch, strea
             tick(1, files)
     assert ("checking" in err.getvalue()) == shown
     assert (f"/{files}" in err.getvalue()) == shown
+
+
+# --- rules and explain -------------------------------------------------------------------------
+
+
+def test_rules_table_and_json_list_the_same_codes(test_rules):
+    from jaxmigrate.lint import registry
+
+    expected = [*registry.TOOL_CODES, *(rule.code for rule in test_rules)]
+    listed = json.loads(jaxmigrate("rules", "--output-format", "json").stdout)
+    assert [item["code"] for item in listed] == expected
+    assert all(set(item) == {"code", "name", "summary", "fix", "jax_versions", "explanation"} for item in listed)
+    table = jaxmigrate("rules").stdout
+    assert all(code in table for code in expected)
+
+
+def test_explain_prints_the_rules_sections_and_refuses_unknown_codes():
+    from jaxmigrate.lint import registry
+
+    code = registry.all_rules()[0].code
+    text = jaxmigrate("explain", code.lower()).stdout
+    for section in ("What it does", "Why is this bad", "Example", "Use instead", "Fix safety"):
+        assert f"## {section}" in text
+    assert "**JAX versions:**" in text and "**Fix:**" in text
+    unknown = jaxmigrate("explain", "JM999")
+    assert unknown.exit_code == 2 and "unknown rule" in unknown.stderr

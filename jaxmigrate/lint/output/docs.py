@@ -20,10 +20,17 @@ def rule_record(rule: type[Rule]) -> dict:
     }
 
 
+def tool_code_record(code: str, description: str) -> dict:
+    """JM000 / JM001, findings of the tool itself: listed like rules, so both formats agree."""
+    return {"code": code, "name": "", "summary": description, "fix": None, "jax_versions": None,
+            "explanation": description}
+
+
 def render_rules(output_format: str, out: TextIO) -> None:
     rules = registry.all_rules()
     if output_format == "json":
-        out.write(json.dumps([rule_record(r) for r in rules], indent=2) + "\n")
+        records = [tool_code_record(*item) for item in registry.TOOL_CODES.items()]
+        out.write(json.dumps(records + [rule_record(r) for r in rules], indent=2) + "\n")
         return
     from rich.console import Console
     from rich.table import Table
