@@ -36,6 +36,8 @@ class Settings:
 
     def rule_codes_for(self, path: Path) -> tuple[str, ...]:
         """Codes of the rules that run on ``path``: selected, minus its per-file ignores."""
+        if not self.per_file_ignores:  # asked once per file: no path arithmetic when not needed
+            return _selected_codes(registry.all_rules(), self.select, self.ignore)
         ignore = list(self.ignore)
         relative = _relative(path, self.root)
         for pattern, codes in self.per_file_ignores:

@@ -135,6 +135,7 @@ class Discovery:
         self.respect_gitignore = respect_gitignore
         self._gitignores: dict[Path, pathspec.PathSpec | None] = {}
         self._chains: dict[Path, tuple[tuple[Path, pathspec.PathSpec], ...]] = {}
+        self._tops: dict[tuple, str] = {}  # (spec, base, named) -> the folder prefix paths match below
 
     def files(self, paths: Iterable[Path]) -> list[Path]:
         found: dict[Path, None] = {}
@@ -157,13 +158,29 @@ class Discovery:
         exclude its contents; they are matched as if it were the top instead."""
         absolute = path.resolve() if not path.is_absolute() else path
         suffix = "/" if is_dir else ""
-        if _matches(self.excludes, absolute, self.root, named, suffix) or self.excludes.match_file(
+        if self._matches(self.excludes, absolute, self.root, named, suffix) or self.excludes.match_file(
             absolute.name + suffix
         ):
             return True
         if self.respect_gitignore and self._gitignored(absolute, suffix, named):
             return True
         return False
+
+    def _matches(self, spec: pathspec.PathSpec, path: Path, base: Path, named: Path | None, suffix: str) -> bool:
+        """Whether ``spec`` (patterns relative to ``base``) matches ``path``; below a ``named``
+        directory that the spec itself matches, relative to that directory instead."""
+        key = (id(spec), base, named)
+        top = self._tops.get(key)
+        if top is None:  # once per spec and walk, not once per file
+            if named is not None and named != base and base in named.parents:
+                if spec.match_file(named.relative_to(base).as_posix() + "/"):
+                    base = named
+            top = self._tops[key] = str(base).rstrip(os.sep) + os.sep
+        text = str(path)
+        if not text.startswith(top):
+            return False
+        relative = text[len(top):]
+        return spec.match_file((relative.replace(os.sep, "/") if os.sep != "/" else relative) + suffix)
 
     def _walk(self, directory: Path) -> Iterator[Path]:
         named = directory.resolve()
@@ -186,7 +203,7 @@ class Discovery:
             stack.extend(reversed(subdirs))
 
     def _gitignored(self, path: Path, suffix: str, named: Path | None) -> bool:
-        return any(_matches(spec, path, folder, named, suffix) for folder, spec in self._specs_above(path.parent))
+        return any(self._matches(spec, path, folder, named, suffix) for folder, spec in self._specs_above(path.parent))
 
     def _specs_above(self, folder: Path) -> tuple[tuple[Path, pathspec.PathSpec], ...]:
         """The .gitignore specs that apply below ``folder``: its own and its parents', up to the
@@ -209,18 +226,3 @@ class Discovery:
             else:
                 self._gitignores[folder] = pathspec.GitIgnoreSpec.from_lines(lines.splitlines())
         return self._gitignores[folder]
-
-
-def _matches(
-    spec: pathspec.PathSpec, path: Path, base: Path, named: Path | None, suffix: str
-) -> bool:
-    """Whether ``spec`` (patterns relative to ``base``) matches ``path``; below a ``named``
-    directory that the spec itself matches, relative to that directory instead."""
-    if named is not None and named != base and base in named.parents:
-        if spec.match_file(named.relative_to(base).as_posix() + "/"):
-            base = named
-    try:
-        relative = path.relative_to(base).as_posix()
-    except ValueError:
-        return False
-    return spec.match_file(relative + suffix)
