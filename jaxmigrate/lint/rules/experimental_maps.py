@@ -1,8 +1,9 @@
 from jaxmigrate.lint.legacy import LegacyNameRule
-from jaxmigrate.lint.rule import Invalid, Valid
+from jaxmigrate.lint.rule import Invalid, Safety, Valid
+from jaxmigrate.lint.site_fixes import SiteFixes
 
 
-class ExperimentalMaps(LegacyNameRule):
+class ExperimentalMaps(SiteFixes, LegacyNameRule):
     """
     ## What it does
     Reports every mention of the removed `jax.experimental.maps` module and what it held:
@@ -25,10 +26,18 @@ class ExperimentalMaps(LegacyNameRule):
     ```
 
     ## Fix safety
-    No fix yet. `Mesh` is a safe rename; `xmap` has no mechanical replacement.
+    Safe for `Mesh`: `jax.experimental.maps.Mesh` was a deprecated re-export of the class
+    `jax.sharding.Mesh` is, so the rename changes nothing but the import path. `from ... import
+    Mesh as M` moves to `from jax.sharding import Mesh as M` (uses untouched); a dotted use keeps
+    the user's `jax` alias; a module alias (`maps.Mesh`) is spelled from `jax`, adding `import jax`
+    once. A module import (`import jax.experimental.maps as maps`) is rewritten, and removed, only
+    when all it serves is `Mesh`. No fix for `xmap` (its named axes and resource mapping have no
+    mechanical translation) nor for the module while xmap or anything else of it is used; the
+    finding says which use keeps it. Star imports are reported only.
 
     ## References
     - [JAX 0.4.31 changelog](https://docs.jax.dev/en/latest/changelog.html#jax-0-4-31-july-29-2024)
+    - [JAX 0.4.11 changelog](https://docs.jax.dev/en/latest/changelog.html#jax-0-4-11-may-31-2023)
     """
 
     code = "JM303"
@@ -37,6 +46,11 @@ class ExperimentalMaps(LegacyNameRule):
     trigger_words = ("maps", "xmap", "Mesh")
     jax_versions = "Mesh: deprecated 0.4.1, removed 0.4.11; xmap/module: deprecated 0.4.26, removed 0.4.31"
 
+    fixable = Safety.SAFE
+    site_planner = "jaxmigrate.migrate.moved_names:analyse_experimental_maps"
+    site_codemod = "jaxmigrate.migrate.moved_names:rewrite"
+    site_fix_message = "use `jax.sharding.Mesh`, the same class"
+
     VALID = [
         Valid("from jax.sharding import Mesh\nm = Mesh(devs, ('x',))\n"),
         Valid("import jax.experimental.mesh_utils\n"),
@@ -44,8 +58,23 @@ class ExperimentalMaps(LegacyNameRule):
     ]
     INVALID = [
         Invalid("from jax.experimental import maps\nf = maps.xmap(g, in_axes=['i'])\n"),
-        Invalid("from jax.experimental.maps import xmap, Mesh\n", count=2),
-        Invalid("import jax\nm = jax.experimental.maps.Mesh(devs, ('x',))\n"),
+        Invalid(
+            "from jax.experimental.maps import xmap, Mesh\n",
+            expected="from jax.experimental.maps import xmap\nfrom jax.sharding import Mesh\n",
+            count=2,
+        ),
+        Invalid(
+            "import jax\nm = jax.experimental.maps.Mesh(devs, ('x',))\n",
+            expected="import jax\nm = jax.sharding.Mesh(devs, ('x',))\n",
+        ),
         Invalid("import jax.experimental.maps\n"),
         Invalid("from jax.experimental.maps import *\nf = xmap(g)\n", count=2),
+        Invalid(
+            "from jax.experimental.maps import Mesh as OldMesh  # the mesh\nm = OldMesh(devs, ('x',))\n",
+            expected="from jax.sharding import Mesh as OldMesh  # the mesh\nm = OldMesh(devs, ('x',))\n",
+        ),
+        Invalid(
+            "import jax.experimental.maps as maps\nm = maps.Mesh(devs, ('x',))\n",
+            expected="import jax\n\nm = jax.sharding.Mesh(devs, ('x',))\n",
+        ),
     ]

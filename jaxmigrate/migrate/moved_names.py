@@ -1,0 +1,508 @@
+"""Moved and renamed names onto their JAX 0.10 spelling (JM303 ``Mesh``, JM304, JM305, JM601).
+
+``analyse_<rule>(text) -> list[Site]`` plans every place the rule reports (rewritable, or why it is
+kept); ``rewrite(text, sites=None)`` rewrites the selected sites of all four rules in one pass
+(``None``: every rewritable one). Planning is ``ast`` and the one resolver; LibCST loads only when a
+fix is written, to re-render import statements and add/remove imports (``_cst_apply``).
+
+The renames are the catalogue's non-manual entries of these rules (``replacement`` starts with the
+new name in backticks); each pair is one object, or one function with one signature in JAX 0.4.30
+and 0.10.2 (tests/test_runtime_moved_names.py compares them). A dotted use keeps the user's base
+(``J.tree_map`` -> ``J.tree.map``) or is spelled through the module's aliases, adding ``import jax``
+once. ``from M import old as x`` moves to the new module keeping ``x``; where the new name differs
+(``tree_map``/``map``) and every use provably reads the import, the uses are renamed and the import
+goes. Imports left unused are removed. ``jax.experimental.shard_map.shard_map`` calls also get
+mesh/in_specs/out_specs and ``check_rep`` (as ``check_vma``) by keyword: why that is exact, and what
+is kept, is in JM305's docs (``lint/rules/experimental_shard_map.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from functools import cache
+
+from jaxmigrate import catalogue
+from jaxmigrate.lint.context import SourceText
+from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, apply
+from jaxmigrate.names import LOCAL, PARTIAL, ImportBinding
+
+__all__ = ["Site", "analyse_experimental_maps", "analyse_partition_spec", "analyse_shard_map",
+           "analyse_tree_aliases", "renames", "rewrite"]
+
+Sites = frozenset[tuple[int, int]] | None
+
+CODES = ("JM303", "JM304", "JM305", "JM601")
+SHARD_MAP = "jax.experimental.shard_map.shard_map"
+MAPS = "jax.experimental.maps"
+_PARAMS = ("f", "mesh", "in_specs", "out_specs", "check_rep")  # the experimental one, in 0.10.2
+_REQUIRED = ("mesh", "in_specs", "out_specs")
+
+
+@cache
+def renames() -> dict[str, str]:
+    """Legacy qualified name -> JAX 0.10 qualified name, for the four rules' non-manual entries."""
+    table = {}
+    for symbol in catalogue.symbols():
+        if symbol.code in CODES and symbol.kind in catalogue.NAMED_KINDS and symbol.fix != "manual":
+            if match := re.match(r"`([\w.]+)`", symbol.replacement):
+                table.update(dict.fromkeys(symbol.names, match.group(1)))
+    return table
+
+
+def analyse_experimental_maps(text: str) -> list[Site]:
+    return _analyse(text, "JM303")
+
+
+def analyse_partition_spec(text: str) -> list[Site]:
+    return _analyse(text, "JM304")
+
+
+def analyse_shard_map(text: str) -> list[Site]:
+    return _analyse(text, "JM305")
+
+
+def analyse_tree_aliases(text: str) -> list[Site]:
+    return _analyse(text, "JM601")
+
+
+def rewrite(text: str, sites: Sites = None) -> str:
+    """Rewrite the selected sites of JM303/JM304/JM305/JM601 (all rewritable ones when None)."""
+    try:
+        planner = _Planner(text)
+    except SyntaxError:
+        return text
+    plan = _Plan()
+    for position, node in planner.mentions(CODES).items():
+        if sites is None or position in sites:
+            planned = planner.site(position, node)[1]
+            if planned is not None:
+                plan.merge(planned)
+    plan.edits = sorted(set(plan.edits) | set(planner.render_imports(plan.moved)))
+    plan.remove_imports = {planner.import_key(alias) for alias in plan.dropped if planner.unused(alias, plan.edits)}
+    if plan.add_imports or plan.remove_imports:
+        return apply(text, plan)
+    # Nothing to import or remove: splice the edits without paying for a LibCST parse of the module.
+    out, last = [], len(text)
+    for start, end, new in reversed(plan.edits):
+        if end > last:
+            raise AssertionError("overlapping edits")
+        out += [text[end:last], new]
+        last = start
+    return text[:last] + "".join(reversed(out))
+
+
+def _analyse(text: str, code: str) -> list[Site]:
+    try:
+        planner = _Planner(text)
+    except SyntaxError:
+        return []
+    return [planner.site(position, node)[0] for position, node in sorted(planner.mentions((code,)).items())]
+
+
+@dataclass
+class _Plan(Plan):
+    # (statement, alias, new qualified name): `from M import old as x` becomes an import of new as x.
+    moved: list[tuple[ast.ImportFrom, ast.alias, str]] = field(default_factory=list)
+    # Imports whose uses the edits may all replace: removed (RemoveImportsVisitor) when they do.
+    dropped: list[ast.alias] = field(default_factory=list)
+
+    def merge(self, other: "_Plan") -> None:
+        self.edits += other.edits
+        self.add_imports |= other.add_imports
+        self.moved += [m for m in other.moved if m not in self.moved]
+        self.dropped += other.dropped
+
+
+class _Planner:
+    def __init__(self, text: str) -> None:
+        self.m = Module(text)
+        self.renames = renames()
+        self.by_id: dict[str, list[ast.Name]] = {}
+        self.strings: set[str] = set()  # `__all__` entries, string annotations: uses we cannot see
+        self.declared: set[str] = set()  # global / nonlocal
+        self.fallbacks: set[int] = set()  # imports in `except ImportError:`, left alone by the rules
+        for node in ast.walk(self.m.tree):
+            if isinstance(node, ast.Name):
+                self.by_id.setdefault(node.id, []).append(node)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                self.strings.add(node.value)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                self.declared.update(node.names)
+            elif isinstance(node, (ast.Try, ast.TryStar)):
+                self.fallbacks.update(id(sub) for handler in node.handlers if _catches_import_error(handler.type)
+                                      for stmt in handler.body for sub in ast.walk(stmt))
+
+    def mentions(self, codes) -> dict[tuple[int, int], ast.AST]:
+        """Position -> node of every mention of these rules' names, where the lint rules report it:
+        import aliases, the outermost legacy link of an attribute chain (links share a position),
+        names a star import brought in. `maps.Mesh` is reported (and planned) at the import of maps."""
+        found: dict[tuple[int, int], ast.AST] = {}
+        names = self.m.names
+        for node in ast.walk(self.m.tree):
+            if isinstance(node, ast.alias) and id(self.m.parent_of(node)) not in self.fallbacks:
+                quals = [self._alias_qualname(node)]
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                base = _base(node)
+                if isinstance(base, ast.Name) and any(
+                        catalogue.lookup(t.name) for t in names.resolve(base) if t.name != LOCAL):
+                    continue
+                quals = [t.name for t in names.resolve(node) if t.name != LOCAL and not t.partials]
+            elif isinstance(node, ast.Name) and names.star_imports and not names.bindings(node):
+                quals = [t.name for t in names.resolve(node)]
+            else:
+                continue
+            if any(_code(q) in codes for q in quals if q):
+                position, old = self.m.position(node), found.get(self.m.position(node))
+                if old is None or _size(self.m, node) > _size(self.m, old):
+                    found[position] = node
+        return found
+
+    def site(self, position: tuple[int, int], node: ast.AST) -> tuple[Site, "_Plan | None"]:
+        plan = _Plan()
+        try:
+            self._plan(node, plan)
+        except Unprovable as exc:
+            return Site(*position, False, str(exc)), None
+        return Site(*position, True), plan
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def _plan(self, node: ast.AST, plan: _Plan) -> None:
+        if isinstance(node, ast.Name) or (isinstance(node, ast.alias) and node.name == "*"):
+            raise Unprovable("it comes from a star import; import it by name and the fix applies")
+        if isinstance(node, ast.alias):
+            stmt, qual = self.m.parent_of(node), self._alias_qualname(node)
+            if qual == MAPS:
+                return self._plan_maps_import(stmt, node, plan)
+            if qual in self.renames and isinstance(stmt, ast.ImportFrom):
+                return self._plan_from_import(stmt, node, qual, plan)
+            raise Unprovable(_manual(qual))
+        targets = self.m.names.resolve(node)
+        if len(targets) != 1 or targets[0].name == LOCAL or targets[0].partials:
+            raise Unprovable("the name may also refer to a local definition")
+        if targets[0].name not in self.renames:
+            raise Unprovable(_manual(targets[0].name))
+        self._plan_chain(node, targets[0].name, plan)
+
+    def _plan_chain(self, chain: ast.Attribute, qual: str, plan: _Plan) -> None:
+        new = self.renames[qual]
+        if qual == SHARD_MAP:
+            self._plan_shard_map(chain, plan)
+        base = _base(chain)
+        prefix = self.m.names.qualified_name(base) if isinstance(base, ast.Name) else None
+        if prefix is None:
+            raise Unprovable("the name may also refer to a local definition")
+        if self.m.has_comment(chain):
+            raise Unprovable("a comment inside the dotted name would be lost")
+        if new.startswith(prefix + "."):  # keep the user's alias: J.tree_map -> J.tree.map
+            plan.edits.append((self.m.span(base)[1], self.m.span(chain)[1], new[len(prefix):]))
+            return
+        plan.edits.append((*self.m.span(chain), self._spell(new, plan)))
+        plan.dropped += [b.node for b in self.m.names.bindings(base) if isinstance(b, ImportBinding)]
+
+    def _plan_from_import(self, stmt: ast.ImportFrom, alias: ast.alias, qual: str, plan: _Plan) -> None:
+        new, local = self.renames[qual], alias.asname or alias.name
+        if qual == SHARD_MAP:
+            for use in self._uses(alias):
+                self._plan_shard_map(use, plan)
+        elif new.rpartition(".")[2] != alias.name:
+            trial = _Plan()
+            try:  # the uses become `jax.tree.map` and the import goes, when nothing else sees `local`
+                if local in self.strings or local in self.declared or not self._uses(alias):
+                    raise Unprovable("the imported name may be used where its uses cannot be seen")
+                spelled = self._spell(new, trial)
+                trial.edits += [(*self.m.span(use), spelled) for use in self._uses(alias)]
+            except Unprovable:
+                pass  # keep the local name: `from jax.tree import map as tree_map`
+            else:
+                plan.merge(trial)
+                plan.dropped.append(alias)
+                return
+        plan.moved.append((stmt, alias, new))
+
+    def _plan_maps_import(self, stmt: ast.stmt, alias: ast.alias, plan: _Plan) -> None:
+        """`jax.experimental.maps` imported as a module: fixable when all it serves is `Mesh`."""
+        dotted = isinstance(stmt, ast.Import) and not alias.asname  # `import jax.experimental.maps`
+        refs = [node for node in ast.walk(self.m.tree) if isinstance(node, ast.Attribute)
+                and self.m.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
+                ] if dotted else self._uses(alias)
+        if not refs:
+            raise Unprovable(_manual(MAPS))
+        for ref in refs:
+            member = self.m.parent_of(ref)
+            if not (isinstance(member, ast.Attribute) and isinstance(member.ctx, ast.Load)):
+                raise Unprovable(f"the module itself is used on line {ref.lineno}; " + _manual(MAPS))
+            if f"{MAPS}.{member.attr}" not in self.renames:
+                raise Unprovable(f"line {ref.lineno}: " + _manual(f"{MAPS}.{member.attr}"))
+            self._plan_chain(member, f"{MAPS}.{member.attr}", plan)
+        if not dotted:
+            plan.dropped.append(alias)
+            return
+        # It binds `jax`: deleted where another `import jax` stays, else it becomes one.
+        start, end = self.m.span(stmt)
+        line, after = self.m.src.line_starts[stmt.lineno - 1], self.m.text.find("\n", end) + 1 or len(self.m.text)
+        others = [b for b in self.m.names.module_scope.bindings.get("jax", []) if isinstance(b, ImportBinding)
+                  and b.node is not alias and b.node.name == "jax" and not b.node.asname]
+        alone = not (self.m.text[line:start] + self.m.text[end:after]).strip() and len(stmt.names) == 1
+        plan.edits.append((line, after, "") if others and alone else (*self.m.span(alias), "jax"))
+
+    # -- shard_map -------------------------------------------------------------------------
+
+    def _plan_shard_map(self, ref: ast.expr, plan: _Plan) -> None:
+        parent = self.m.parent_of(ref)
+        if isinstance(parent, ast.Call) and parent.func is ref:
+            return self._convert(parent, 0, plan, direct=True)
+        if (isinstance(parent, ast.Call) and parent.args and parent.args[0] is ref
+                and self.m.names.candidates(parent.func) == PARTIAL):
+            self._convert(parent, 1, plan, direct=False)
+            for call, first in self._through(parent):  # calls made through the partial
+                args = self._checked(call, first, {})
+                if len(args) > (len(parent.args) < 2):
+                    raise Unprovable(f"line {call.lineno} passes shard_map arguments other than f positionally")
+                self._rename_check_rep(call, plan)
+            return None
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            raise Unprovable("a bare `@shard_map` decorator has no mesh/in_specs/out_specs")
+        if isinstance(ref, ast.Name) and not isinstance(ref.ctx, ast.Load):
+            raise Unprovable(f"`{ref.id}` is rebound on line {ref.lineno}")
+        raise Unprovable(f"shard_map is used as a value on line {ref.lineno}; whoever calls it may pass "
+                         "mesh/in_specs/out_specs positionally, which jax.shard_map takes by keyword only")
+
+    def _convert(self, call: ast.Call, first: int, plan: _Plan, direct: bool) -> None:
+        """Positional mesh/in_specs/out_specs/check_rep of a shard_map call (or partial) -> keywords."""
+        given = dict(zip(_PARAMS, call.args[first:]))
+        args = self._checked(call, first, given)
+        missing = [p for p in ("f",) * direct + _REQUIRED if p not in given]
+        if missing:
+            raise Unprovable(f"line {call.lineno}: shard_map without {', '.join(missing)}: the experimental "
+                             "one raises, jax.shard_map would fill in defaults")
+        starts = self._argument_starts(call)
+        for index, arg in enumerate(args[1:], 1):
+            keyword, at = _PARAMS[index].replace("check_rep", "check_vma"), starts[first + index]
+            if isinstance(arg, ast.NamedExpr) and at == self.m.span(arg)[0]:  # `m := x` needs parentheses
+                plan.edits += [(at, at, f"{keyword}=("), (self.m.span(arg)[1],) * 2 + (")",)]
+            else:
+                plan.edits.append((at, at, f"{keyword}="))
+        self._rename_check_rep(call, plan)
+
+    def _checked(self, call: ast.Call, first: int, given: dict) -> list[ast.expr]:
+        args = call.args[first:]
+        if any(isinstance(a, ast.Starred) for a in args) or any(k.arg is None for k in call.keywords):
+            raise Unprovable(f"line {call.lineno}: `*`/`**` arguments cannot be matched to jax.shard_map's "
+                             "keyword-only parameters")
+        if len(args) > len(_PARAMS):
+            raise Unprovable(f"line {call.lineno}: more positional arguments than shard_map takes")
+        for keyword in call.keywords:
+            if keyword.arg == "auto":
+                raise Unprovable("`auto=` (JAX <= 0.5) has no exact jax.shard_map spelling: `axis_names=` "
+                                 "is its complement over the mesh axes; migrate by hand")
+            if keyword.arg == "f":
+                raise Unprovable("`f=` is passed by keyword; jax.shard_map takes f positionally only")
+            if keyword.arg not in _PARAMS or keyword.arg in given:
+                raise Unprovable(f"line {call.lineno}: `{keyword.arg}=` is not a shard_map parameter here")
+            given[keyword.arg] = keyword
+        return args
+
+    def _rename_check_rep(self, call: ast.Call, plan: _Plan) -> None:
+        for keyword in call.keywords:
+            if keyword.arg == "check_rep":
+                at = self.m.src.offset(keyword.lineno, keyword.col_offset)
+                plan.edits.append((at, at + len("check_rep"), "check_vma"))
+
+    def _through(self, partial: ast.Call):
+        """(call, index of its first shard_map argument) of each call through ``partial``, and of
+        each further ``functools.partial`` of it."""
+        for node in ast.walk(self.m.tree):
+            if isinstance(node, ast.Call) and node is not partial:
+                again = self.m.names.candidates(node.func) == PARTIAL and bool(node.args)
+                targets = self.m.names.resolve(node if again else node.func)
+                if any(partial in t.partials for t in targets):
+                    if len(targets) > 1:
+                        raise Unprovable(f"the call on line {node.lineno} may also call something else")
+                    yield node, int(again)
+
+    def _argument_starts(self, call: ast.Call) -> list[int]:
+        """Where each top-level argument of ``call`` starts, parentheses around it included."""
+        start = self.m.span(call.func)[1]
+        fragment = self.m.text[start:self.m.span(call)[1]]
+        lines, starts, depth, expect = SourceText(fragment).line_starts, [], 0, False
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(fragment).readline):
+                if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.ENDMARKER):
+                    continue
+                if depth == 0:
+                    depth, expect = (1, True) if tok.string == "(" else (0, False)
+                    continue
+                if expect and tok.string != ")":
+                    starts.append(start + lines[tok.start[0] - 1] + tok.start[1])
+                    expect = False
+                if tok.type == tokenize.OP and tok.string in ("(", "[", "{"):
+                    depth += 1
+                elif tok.type == tokenize.OP and tok.string in (")", "]", "}"):
+                    depth -= 1
+                elif depth == 1 and tok.string == ",":
+                    expect = True
+        except (tokenize.TokenError, SyntaxError):
+            starts = []
+        if len(starts) != len(call.args) + len(call.keywords):
+            raise Unprovable(f"line {call.lineno}: the call's layout could not be read")
+        return starts
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _spell(self, qualname: str, plan: _Plan) -> str:
+        """``qualname`` through the module's own aliases (longest first), else from ``jax``."""
+        parts = qualname.split(".")
+        for k in range(len(parts), 0, -1):
+            if alias := self.m.module_alias(".".join(parts[:k])):
+                return ".".join([alias, *parts[k:]])
+        return ".".join([Namer(self.m, plan).jax(), *parts[1:]])
+
+    def _uses(self, alias: ast.alias) -> list[ast.Name]:
+        """The names reading the import ``alias``; Unprovable when one may also read something else."""
+        uses = [n for n in self.by_id.get(alias.asname or alias.name, ()) if self._reads(n, alias)]
+        for use in uses:
+            if len(self.m.names.bindings(use)) > 1 or isinstance(use.ctx, ast.Del):
+                raise Unprovable(f"`{use.id}` on line {use.lineno} may also be something else")
+        return uses
+
+    def unused(self, alias: ast.alias, edits: list[tuple[int, int, str]]) -> bool:
+        """Whether the (sorted) ``edits`` replace every name that reads the import ``alias``."""
+        starts = [edit[0] for edit in edits]
+        for name in self.by_id.get((alias.asname or alias.name).partition(".")[0], ()):
+            if self._reads(name, alias):
+                start, end = self.m.span(name)
+                index = bisect.bisect_right(starts, start) - 1
+                if index < 0 or edits[index][1] < end or edits[index][0] == edits[index][1]:
+                    return False
+        return True
+
+    def _reads(self, name: ast.AST, alias: ast.alias) -> bool:
+        return isinstance(name, ast.Name) and any(
+            isinstance(b, ImportBinding) and b.node is alias for b in self.m.names.bindings(name))
+
+    def _alias_qualname(self, alias: ast.alias) -> str | None:
+        stmt = self.m.parent_of(alias)
+        if isinstance(stmt, ast.Import):
+            return alias.name
+        if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            return stmt.module if alias.name == "*" else f"{stmt.module}.{alias.name}"
+        return None
+
+    def import_key(self, alias: ast.alias) -> tuple[str, str | None, str | None]:
+        stmt = self.m.parent_of(alias)
+        if isinstance(stmt, ast.ImportFrom):
+            return (stmt.module or "", alias.name, alias.asname)
+        return (alias.name, None, alias.asname)
+
+    # -- import statements (LibCST, only when writing) -------------------------------------
+
+    def render_imports(self, moved) -> list[tuple[int, int, str]]:
+        statements: dict[int, tuple[ast.ImportFrom, dict[int, str]]] = {}
+        for stmt, alias, new in moved:
+            statements.setdefault(id(stmt), (stmt, {}))[1][id(alias)] = new
+        return [edit for stmt, targets in statements.values() for edit in self._render_import(stmt, targets)]
+
+    def _render_import(self, stmt: ast.ImportFrom, targets: dict[int, str]) -> list[tuple[int, int, str]]:
+        """Edits moving the aliases in ``targets``: the statement edited in place when all of it goes
+        to one module; else it keeps the rest and the moved names follow on lines of their own,
+        each with the comment it had."""
+        import libcst as cst  # only when a fix is written
+
+        start, end = self.m.span(stmt)
+        module = cst.parse_module(self.m.text[start:end])
+        node = module.body[0].body[0]
+        news = [targets.get(id(alias)) for alias in stmt.names]
+        homes = {new.rpartition(".")[0] for new in news if new}
+        if None not in news and len(homes) == 1:
+            names = []
+            for cst_alias, alias, new in zip(node.names, stmt.names, news):
+                local = _local(alias, new)
+                asname = None if local is None else cst_alias.asname or cst.AsName(name=cst.Name(local))
+                names.append(cst_alias.with_changes(name=cst.Name(new.rpartition(".")[2]), asname=asname))
+            node = node.with_changes(module=cst.parse_expression(homes.pop()), names=names)
+            return [(start, end, module.code_for_node(node))]
+        added: dict[str, tuple[list[str], list[str]]] = {}
+        for cst_alias, alias, new in zip(node.names, stmt.names, news):
+            if new:
+                names, comments = added.setdefault(new.rpartition(".")[0], ([], []))
+                local, last = _local(alias, new), new.rpartition(".")[2]
+                names.append(f"{last} as {local}" if local else last)
+                comma = cst_alias.comma  # only the last name can lack one
+                trailing = comma.whitespace_after if isinstance(comma, cst.Comma) else getattr(
+                    node.rpar, "whitespace_before", None)
+                if isinstance(trailing, cst.ParenthesizedWhitespace) and trailing.first_line.comment:
+                    comments.append(trailing.first_line.comment.value)
+        kept = [a for a, new in zip(node.names, news) if not new]
+        if kept and kept[-1] is not node.names[-1]:  # the last name moved: the kept one ends the list
+            last = node.names[-1]
+            if isinstance(last.comma, cst.Comma) and isinstance(kept[-1].comma, cst.Comma):
+                ws = _uncommented(cst, last.comma.whitespace_after)
+                kept[-1] = kept[-1].with_changes(comma=kept[-1].comma.with_changes(whitespace_after=ws))
+            else:
+                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                if node.rpar:
+                    node = node.with_changes(rpar=node.rpar.with_changes(
+                        whitespace_before=_uncommented(cst, node.rpar.whitespace_before)))
+        lines = [f"from {home} import {', '.join(names)}" for home, (names, _) in added.items()]
+        notes = ["  " + " ".join(comments) if comments else "" for _, comments in added.values()]
+        if kept:
+            lines.insert(0, module.code_for_node(node.with_changes(names=kept)))
+            notes.insert(0, "")
+        indent = self.m.text[self.m.src.line_starts[stmt.lineno - 1]:start]
+        line_end = self.m.src.line_starts[stmt.end_lineno - 1] + len(self.m.src.line(stmt.end_lineno))
+        rest = self.m.text[end:line_end].strip()
+        if indent.strip() or (rest and not rest.startswith("#")):  # `if x: from ...` / `...; y = 1`
+            return [(start, end, "; ".join(lines))]
+        after = "".join(self.m.src.newline + indent + line + note for line, note in zip(lines[1:], notes[1:]))
+        return [(start, end, lines[0]), (line_end, line_end, after)]
+
+
+def _uncommented(cst, whitespace):
+    """``whitespace`` without the comment on its first line (the comment of a name that moved)."""
+    if isinstance(whitespace, cst.ParenthesizedWhitespace):
+        return whitespace.with_changes(first_line=cst.TrailingWhitespace())
+    return whitespace
+
+
+def _code(qualname: str) -> str | None:
+    symbol = catalogue.lookup(qualname)
+    return symbol.code if symbol is not None and symbol.kind in catalogue.NAMED_KINDS else None
+
+
+def _manual(qualname: str | None) -> str:
+    if qualname == f"{MAPS}.xmap":
+        return "xmap has no mechanical replacement; port it by hand"
+    if qualname == MAPS:
+        return ("the module was deleted in JAX 0.4.31: use `jax.sharding.Mesh` for its Mesh, port xmap "
+                "by hand, then delete the import")
+    return f"`{qualname}` has no JAX 0.10 counterpart this tool can rename to"
+
+
+def _local(alias: ast.alias, new: str) -> str | None:
+    """The `as` name an import of ``new`` needs to bind what ``alias`` bound (None: none needed).
+    An explicit `X as X` stays: it marks a re-export for type checkers."""
+    local = alias.asname or alias.name
+    return None if local == new.rpartition(".")[2] and alias.asname != alias.name else local
+
+
+def _base(chain: ast.expr) -> ast.expr:
+    while isinstance(chain, ast.Attribute):
+        chain = chain.value
+    return chain
+
+
+def _catches_import_error(handler: ast.expr | None) -> bool:
+    if isinstance(handler, ast.Tuple):
+        return any(map(_catches_import_error, handler.elts))
+    return isinstance(handler, ast.Name) and handler.id in ("ImportError", "ModuleNotFoundError")
+
+
+def _size(module: Module, node: ast.AST) -> int:
+    start, end = module.span(node)
+    return end - start
