@@ -97,14 +97,17 @@ def test_hanging_side_is_killed_with_its_children(harness_case, tmp_path: Path, 
     old, new = harness_case("failures")
     pid_file = tmp_path / "pids"
     monkeypatch.setenv("JAXMIGRATE_TEST_PID_FILE", str(pid_file))
-    before = set(Path(tempfile.gettempdir()).glob("jaxmigrate-verify-*"))
+    # A temp folder of our own: other runs on the machine come and go in the shared one.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     report = verify(old, new, ["hangs"], timeout=4)
     assert report.exit_code == 2
     assert report.new.failure.kind == "timeout" and "'hangs'" in report.new.failure.message
     assert report.old.failure is None and report.entry("hangs").old.status == "ok"
     worker_pid, child_pid = (int(p) for p in pid_file.read_text().split())
     assert not _alive(worker_pid) and not _alive(child_pid)
-    assert set(Path(tempfile.gettempdir()).glob("jaxmigrate-verify-*")) == before
+    assert list(scratch.iterdir()) == []  # the run's temp folder (dumps, outputs) is gone
 
 
 def test_crashing_side_names_the_signal(harness_case) -> None:
