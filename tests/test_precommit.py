@@ -82,16 +82,30 @@ def pre_commit_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
-def try_repo(snapshot: Path, home: Path, hook: str, project: Path) -> subprocess.CompletedProcess:
+def pre_commit(args: list[str], project: Path, home: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never")
-    result = subprocess.run(
-        ["pre-commit", "try-repo", str(snapshot), hook, "--all-files"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900,
-    )
+    result = subprocess.run(["pre-commit", *args], cwd=project, env=env, capture_output=True, text=True, timeout=900)
     output = result.stdout + result.stderr
     if "An unexpected error has occurred" in output and any(s in output for s in NO_NETWORK):
         pytest.skip(f"pre-commit could not install the hook's dependencies (no network?):\n{output[-2000:]}")
     return result
+
+
+def try_repo(snapshot: Path, home: Path, hook: str, project: Path) -> subprocess.CompletedProcess:
+    """`pre-commit try-repo`, exactly as a user tries the hooks out. It installs the hook's
+    environment afresh every time (a store of its own, whatever PRE_COMMIT_HOME says)."""
+    return pre_commit(["try-repo", str(snapshot), hook, "--all-files"], project, home)
+
+
+def run_configured(snapshot: Path, home: Path, hook: str, project: Path) -> subprocess.CompletedProcess:
+    """`pre-commit run` with the hook in the project's config, as a user's repository runs it:
+    the environment is installed once in ``home`` and reused by every later run."""
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=snapshot, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    config = project / ".pre-commit-config.yaml"
+    config.write_text(f"repos:\n- repo: {snapshot}\n  rev: {rev}\n  hooks:\n  - id: {hook}\n")
+    git("add", config.name, cwd=project)  # pre-commit refuses an unstaged config
+    return pre_commit(["run", "--all-files"], project, home)
 
 
 def user_repo(path: Path, files: dict[str, str]) -> Path:
@@ -115,7 +129,7 @@ def test_the_check_hook_fails_on_a_planted_finding_and_passes_clean_files(snapsh
     assert (dirty / "legacy.py").read_text() == "import jax\ng = jax.pmap(f)\n"
 
     clean = user_repo(tmp_path / "clean", {"clean.py": CLEAN})
-    result = try_repo(snapshot, pre_commit_home, "jaxmigrate", clean)
+    result = run_configured(snapshot, pre_commit_home, "jaxmigrate", clean)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -123,9 +137,9 @@ def test_the_check_hook_fails_on_a_planted_finding_and_passes_clean_files(snapsh
 def test_the_fix_hook_fixes_and_fails_then_passes(snapshot, pre_commit_home, tmp_path):
     legacy = "import jax\nmesh = jax.make_mesh((8,), ('data',))\n"
     project = user_repo(tmp_path / "project", {"mesh.py": legacy, "clean.py": CLEAN})
-    first = try_repo(snapshot, pre_commit_home, "jaxmigrate-fix", project)
+    first = run_configured(snapshot, pre_commit_home, "jaxmigrate-fix", project)
     assert first.returncode == 1, first.stdout + first.stderr
     assert "axis_types=" in (project / "mesh.py").read_text()
     git("add", "-A", cwd=project)
-    second = try_repo(snapshot, pre_commit_home, "jaxmigrate-fix", project)
+    second = run_configured(snapshot, pre_commit_home, "jaxmigrate-fix", project)
     assert second.returncode == 0, second.stdout + second.stderr
