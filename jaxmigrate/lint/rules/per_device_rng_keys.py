@@ -39,9 +39,11 @@ class PerDeviceRngKeys(Rule):
     ```
 
     ## Confidence
-    Reported only when the call is jax's `split` (through the resolver) and the count is literally
-    a device count or a name bound once, by plain assignment, to one. A literal or computed count
-    is never reported.
+    Reported only when the call is jax's `split` (through the resolver), the count is literally
+    a device count or a name bound once, by plain assignment, to one, and the module uses
+    `jax.pmap` (the keys are for it). The same split in a module without a pmap - after the
+    migration, or under `jax.vmap` as *Use instead* suggests - is what keeps the old streams, and is
+    never reported; nor is a literal or computed count.
 
     ## Fix safety
     No fix: which stream to keep is a modelling decision.
@@ -61,8 +63,15 @@ class PerDeviceRngKeys(Rule):
     jax_versions = "pmap convention; any version"
 
     VALID = [
-        Valid("import jax\nkeys = jax.random.split(key, 4)\n"),
-        Valid("import jax\nk1, k2 = jax.random.split(key)\n"),
+        Valid("import jax\nkeys = jax.random.split(key, 4)\nout = jax.pmap(f)(keys)\n"),
+        Valid("import jax\nk1, k2 = jax.random.split(key)\nout = jax.pmap(f)(k1)\n"),
+        Valid(  # no pmap: what *Use instead* recommends to keep the pmap-era streams
+            """
+            import jax
+            keys = jax.random.split(key, jax.local_device_count())
+            out = jax.jit(jax.vmap(sample))(keys)
+            """
+        ),
         Valid(  # a parameter shadows the device count name
             """
             import jax
@@ -78,29 +87,46 @@ class PerDeviceRngKeys(Rule):
         ),
     ]
     INVALID = [
-        Invalid("import jax\nkeys = jax.random.split(key, jax.local_device_count())\n"),
+        Invalid("import jax\nkeys = jax.random.split(key, jax.local_device_count())\nout = jax.pmap(f)(keys)\n"),
         Invalid(
             """
             import jax as J
             from jax import random as jr
             n_dev = len(J.devices())
             keys = jr.split(key, n_dev)
+            step = J.pmap(train_step, axis_name="batch")
             """
         ),
         Invalid(
             """
+            from functools import partial
+            from jax import pmap as pm
             from jax.random import split as sp
             from jax import device_count
             keys = sp(key, num=device_count())
+            @partial(pm, axis_name="i")
+            def f(k):
+                return k
             """
         ),
     ]
+
+    def _uses_pmap(self, ctx) -> bool:
+        """Whether the module refers to `jax.pmap` (under any alias): who splits keys per device
+        in it, splits them for the pmap. Asked once per file."""
+        if not hasattr(self, "_pmap"):
+            aliases = {"pmap"} | {
+                a.asname or a.name for _, a in ctx.by_type.get(ast.alias, ()) if a.name.rpartition(".")[2] == "pmap"
+            }
+            candidates = [*ctx.attributes.get("pmap", ()), *(n for a in aliases for n in ctx.names_by_id.get(a, ()))]
+            self._pmap = any(ctx.names.qualified_name(node) == "jax.pmap" for node in candidates)
+        return self._pmap
 
     def visit_Call(self, node: ast.Call, ctx) -> None:
         if call_name(ctx.names, node) not in SPLIT:
             return
         count = argument(node, 1, "num")
-        if count is not None and is_device_count(ctx.names, count):
+        if count is not None and is_device_count(ctx.names, count) and self._uses_pmap(ctx):
             ctx.report(
                 node,
                 "splits one PRNG key per device for pmap; a global-view jit that samples global"
