@@ -200,20 +200,3 @@ def test_new_names_exist_in_jax():
         for part in new.split(".")[1:]:
             obj = getattr(obj, part)
         assert callable(obj), new
-
-
-def test_check_path_does_not_import_libcst():
-    code = textwrap.dedent(
-        """
-        import sys
-        from jaxmigrate.lint.checker import lint_text
-        from jaxmigrate.lint.registry import all_rules
-        text = open(sys.argv[1]).read()
-        findings = lint_text(text, "x.py", all_rules(), (0, 10))
-        assert any(f.fix for f in findings), findings
-        print("libcst" in sys.modules)
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "mixed.in.py")],
-                         capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False", out.stderr

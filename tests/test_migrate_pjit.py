@@ -181,18 +181,3 @@ def test_the_keyword_rename_is_refused_when_the_new_name_is_there_too():
     (finding,) = lint_text(text, "m.py", (PjitAxisResources,), TARGET)
     assert finding.fix is None
     assert "given twice" in lint_text(text, "m.py", (LegacyPjit,), TARGET)[0].message
-
-
-def test_checking_imports_no_libcst():
-    """Planning runs on the check path (to say what --fix will do); LibCST loads only to fix."""
-    code = textwrap.dedent("""\
-        import sys
-        from jaxmigrate.lint.checker import lint_text
-        from jaxmigrate.lint.rules.legacy_pjit import LegacyPjit
-        text = open(sys.argv[1]).read()
-        assert lint_text(text, "m.py", (LegacyPjit,), (0, 10))
-        assert "libcst" not in sys.modules, "libcst imported while checking"
-    """)
-    case = FIXTURES / "with_mesh.in.py"
-    done = subprocess.run([sys.executable, "-c", code, str(case)], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr

@@ -19,7 +19,7 @@ from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.migrate.sharding_apis import (
     analyse_create_device_mesh, analyse_flax_replication, analyse_legacy_device_put, analyse_mesh_context_manager,
-    analyse_positional_sharding, find_pmap_shmap_merge, rewrite_all, rewrite_create_device_mesh,
+    analyse_positional_sharding, rewrite_all, rewrite_create_device_mesh,
     rewrite_flax_replication, rewrite_legacy_device_put, rewrite_mesh_context_manager,
     rewrite_positional_sharding,
 )
@@ -131,13 +131,6 @@ def test_positional_sharding_variables_move_together():
 def test_untouched(code):
     assert rewrite_all(code) == code
     assert all(not sites for sites in _sites(code).values()) or "syntax" in code
-
-
-def test_stale_pmap_shmap_merge_is_flagged_not_fixed():
-    text = 'import jax as J\nJ.config.update("jax_pmap_shmap_merge", False)\nJ.config.update("jax_enable_x64", True)\n'
-    (site,) = find_pmap_shmap_merge(text)
-    assert (site.line, site.column, site.rewritable) == (2, 1, False)
-    assert "jax_pmap_shmap_merge" in site.reason
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -333,7 +333,7 @@ class Planner:
         bound = self.resolver.module_scope.bindings.get(HELPER)
         if not bound:
             return None
-        from .pmap_to_shard_map import helper_source  # the text this module generates
+        from jaxmigrate.migrate._pmap_helper import helper_source  # imports this module
 
         for binding in bound:
             node = binding.node if isinstance(binding, OpaqueBinding) else None

@@ -40,13 +40,15 @@ rewrites every provable site. Unprovable sites are left as they are, and ``analy
     turns on explicit sharding), meshes of unknown origin. ``set_mesh`` raises inside a trace, where
     ``with mesh:`` did not: a ``with mesh:`` inside a jitted function fails loudly after the rewrite.
 
-``jax_pmap_shmap_merge`` (flag only)
-    ``find_pmap_shmap_merge(text)`` lists ``jax.config.update("jax_pmap_shmap_merge", ...)`` calls.
+``flax.jax_utils.replicate`` / ``unreplicate`` (JM102)
+    -> ``_device_put_replicated(tree, devices or jax.local_devices())`` (the helper above) and
+    ``jax.tree.map(lambda x: x[0], tree)``: flax 0.8.5's own bodies in JAX 0.10 API.
 """
 
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, apply, literal_ints
 from jaxmigrate.migrate._sharding_positional import plan_positional
@@ -54,7 +56,7 @@ from jaxmigrate.names import ImportBinding, ValueBinding
 
 __all__ = [
     "Site", "analyse_create_device_mesh", "analyse_legacy_device_put", "analyse_mesh_context_manager",
-    "analyse_positional_sharding", "find_pmap_shmap_merge", "rewrite_all", "rewrite_create_device_mesh",
+    "analyse_positional_sharding", "rewrite_all", "rewrite_create_device_mesh",
     "rewrite_legacy_device_put", "rewrite_mesh_context_manager", "rewrite_positional_sharding",
     "analyse_flax_replication", "rewrite_flax_replication",
 ]
@@ -115,43 +117,43 @@ _PJIT = frozenset({"jax.experimental.pjit.pjit", "jax.pjit"})
 
 
 def analyse_positional_sharding(text: str) -> list[Site]:
-    return _run(text, None, _plan_positional)[1]
+    return _analyse(text, _plan_positional)
 
 
 def rewrite_positional_sharding(text: str, sites: Sites = None) -> str:
-    return _run(text, sites, _plan_positional)[0]
+    return _rewrite(text, sites, _plan_positional)
 
 
 def analyse_legacy_device_put(text: str) -> list[Site]:
-    return _run(text, None, _plan_device_put)[1]
+    return _analyse(text, _plan_device_put)
 
 
 def rewrite_legacy_device_put(text: str, sites: Sites = None) -> str:
-    return _run(text, sites, _plan_device_put)[0]
+    return _rewrite(text, sites, _plan_device_put)
 
 
 def analyse_flax_replication(text: str) -> list[Site]:
-    return _run(text, None, _plan_flax_replication)[1]
+    return _analyse(text, _plan_flax_replication)
 
 
 def rewrite_flax_replication(text: str, sites: Sites = None) -> str:
-    return _run(text, sites, _plan_flax_replication)[0]
+    return _rewrite(text, sites, _plan_flax_replication)
 
 
 def analyse_create_device_mesh(text: str) -> list[Site]:
-    return _run(text, None, _plan_create_device_mesh)[1]
+    return _analyse(text, _plan_create_device_mesh)
 
 
 def rewrite_create_device_mesh(text: str, sites: Sites = None) -> str:
-    return _run(text, sites, _plan_create_device_mesh)[0]
+    return _rewrite(text, sites, _plan_create_device_mesh)
 
 
 def analyse_mesh_context_manager(text: str) -> list[Site]:
-    return _run(text, None, _plan_with_mesh)[1]
+    return _analyse(text, _plan_with_mesh)
 
 
 def rewrite_mesh_context_manager(text: str, sites: Sites = None) -> str:
-    return _run(text, sites, _plan_with_mesh)[0]
+    return _rewrite(text, sites, _plan_with_mesh)
 
 
 def rewrite_all(text: str) -> str:
@@ -162,34 +164,32 @@ def rewrite_all(text: str) -> str:
     return text
 
 
-def find_pmap_shmap_merge(text: str) -> list[Site]:
-    """``jax.config.update("jax_pmap_shmap_merge", ...)``: stale since the flag's removal; flag only."""
-    try:
-        module = Module(text)
-    except SyntaxError:
-        return []
-    out = []
-    for node in ast.walk(module.tree):
-        if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-                and node.args[0].value == "jax_pmap_shmap_merge"
-                and module.names.qualified_name(node.func) == "jax.config.update"):
-            out.append(Site(*module.position(node), False,
-                            "`jax_pmap_shmap_merge` only selected the old pmap until JAX 0.8's "
-                            "transition ended; remove it and migrate the pmap"))
-    return out
-
-
 # -- driver ----------------------------------------------------------------------------------
 
 
-def _run(text: str, sites: Sites, planner) -> tuple[str, list[Site]]:
-    try:
-        module = Module(text)
-    except SyntaxError:
-        return text, []
+def _analyse(text: str, planner) -> list[Site]:
+    """Every site and what can be done there; plans but writes nothing (the lint rules call this)."""
+    module = _module(text)
+    return [] if module is None else planner(module, Plan(), None)
+
+
+def _rewrite(text: str, sites: Sites, planner) -> str:
+    module = _module(text)
+    if module is None:
+        return text
     plan = Plan()
-    found = planner(module, plan, sites)
-    return apply(text, plan), found
+    planner(module, plan, sites)
+    return apply(text, plan)
+
+
+@lru_cache(maxsize=2)
+def _module(text: str) -> Module | None:
+    """The parsed module, shared by the templates that look at the same text in a row (several
+    rules plan one file; ``rewrite_all`` analyses before it rewrites). Planners only read it."""
+    try:
+        return Module(text)
+    except SyntaxError:
+        return None
 
 
 def _plan_positional(module: Module, plan: Plan, sites: Sites) -> list[Site]:
