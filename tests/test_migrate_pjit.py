@@ -13,8 +13,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
