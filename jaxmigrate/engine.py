@@ -206,7 +206,13 @@ def run_paths(
     return RunResult(sorted(results, key=lambda r: r.path))
 
 
-def run_stdin(raw: bytes, display_path: str, settings: Settings, job: Job) -> RunResult:
+def run_stdin(
+    raw: bytes, display_path: str, settings: Settings, job: Job, *, force_exclude: bool = False
+) -> RunResult:
+    if force_exclude and display_path != "-":
+        discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude=True)
+        if not discovery.files([Path(display_path)]):
+            return RunResult([])  # an excluded name: as if no file had been given
     try:
         result = process_raw(raw, display_path, settings.rule_codes_for(Path(display_path)), job)
     except SourceError as error:

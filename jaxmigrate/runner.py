@@ -71,7 +71,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
     if use_stdin:
         name = options.stdin_filename or "-"
         raw = stdin.read()
-        result = engine.run_stdin(raw, name, settings, job)
+        result = engine.run_stdin(raw, name, settings, job, force_exclude=options.force_exclude)
         original = _decoded_or_none(raw)
         read_source = lambda path: original if path == name else None  # noqa: E731
         if mode is engine.Mode.FIX:
@@ -79,7 +79,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             # caller writes stdout back over the file, so it gets bytes in the file's own
             # encoding, BOM and line endings - and the input unchanged, byte for byte, when
             # nothing was fixed or the input could not even be decoded.
-            fixed, out = result.files[0].new_text, result.files[0].new_bytes
+            fixed, out = (result.files[0].new_text, result.files[0].new_bytes) if result.files else (None, None)
             if out is not None:
                 read_source = lambda path: fixed if path == name else None  # noqa: E731
             _write_bytes(stdout, raw if out is None else out)

@@ -275,6 +275,21 @@ def test_stdin_fix_passes_input_it_does_not_change_through_byte_for_byte(files, 
     assert result.exit_code == exit_code
 
 
+@pytest.mark.parametrize("fix", [False, True], ids=["check", "fix"])
+def test_force_exclude_applies_to_the_stdin_filename(files, fix):
+    # Editors and pre-commit wrappers name every file: an excluded one is left alone, as on disk.
+    (files / "pyproject.toml").write_text('[tool.jaxmigrate]\nextend-exclude = ["vendored"]\n')
+    args = ["--stdin-filename", "vendored/mod.py", "--output-format", "json", *(["--fix"] if fix else [])]
+    excluded = jaxmigrate(*args, "--force-exclude", input=b"x.legacy\n")
+    assert excluded.exit_code == 0
+    assert excluded.stdout_bytes == (b"x.legacy\n" if fix else b"[]\n")
+    named = jaxmigrate(*args, input=b"x.legacy\n")  # without --force-exclude: checked as asked
+    if fix:
+        assert (named.exit_code, named.stdout_bytes) == (0, b"x.modern\n")
+    else:
+        assert named.exit_code == 1 and "JM901" in named.stdout
+
+
 def test_stdin_with_paths_is_a_usage_error(files):
     assert jaxmigrate("a.py", "--stdin-filename", "x.py", input="").exit_code == 2
 
