@@ -149,3 +149,21 @@ def test_the_fix_loop_is_bounded():
     assert result.fixed == MAX_FIX_PASSES
     assert [f.code for f in result.findings] == ["JM901"] * 5
     compile(result.text, "t.py", "exec")
+
+
+def test_the_prefilter_pattern_finds_exactly_the_trigger_words_a_plain_alternation_finds():
+    import re
+    from pathlib import Path
+
+    from jaxmigrate.lint.checker import _trigger_pattern
+    from jaxmigrate.lint.registry import all_rules
+
+    rules = all_rules()
+    words = sorted({w for rule in rules for w in rule.trigger_words}, key=len, reverse=True)
+    plain = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
+    texts = [p.read_text(encoding="utf-8", errors="replace")
+             for p in sorted((Path(__file__).parents[1] / "fixtures").rglob("*.py"))]
+    texts.append(" ".join(words) + " " + " ".join(w + "x" for w in words) + " " + " ".join("x" + w for w in words))
+    texts.append("local_device_count device_count devices local_devices device jax.devices()")
+    for text in texts:
+        assert set(_trigger_pattern(rules).findall(text)) == set(plain.findall(text))

