@@ -22,8 +22,10 @@ from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.rule import Finding, Safety
 from jaxmigrate.notebooks import Notebook, NotebookError
 
-# Below this many files a pool costs more to start than it saves.
+# Below this many files a pool costs more to start than it saves. Checking a file takes about
+# 10 ms; fixing one runs codemods and re-checks, about 300 ms (benchmarks/bench_fix.py).
 MIN_FILES_FOR_POOL = 32
+MIN_FILES_FOR_POOL_WHEN_FIXING = 4
 
 
 class Mode(enum.Enum):
@@ -183,7 +185,8 @@ def run_paths(
         todo.append((display, codes, job))
 
     jobs = jobs or os.cpu_count() or 1
-    if jobs > 1 and len(todo) >= MIN_FILES_FOR_POOL:
+    enough = MIN_FILES_FOR_POOL if job.mode is Mode.CHECK else MIN_FILES_FOR_POOL_WHEN_FIXING
+    if jobs > 1 and len(todo) >= enough:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             chunk = max(1, len(todo) // (jobs * 8))
             for result in pool.map(_process_packed, todo, chunksize=chunk):
