@@ -46,7 +46,7 @@ def test_hook_entries(hook_id, entry):
     hook = hooks()[hook_id]
     assert hook["entry"] == entry
     assert hook["language"] == "python"
-    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert hook["require_serial"] is True  # the engine's own process pool does the parallel work
 
 
