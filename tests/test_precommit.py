@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -118,14 +119,21 @@ def user_repo(path: Path, files: dict[str, str]) -> Path:
 
 
 CLEAN = "import jax\nf = jax.jit(lambda x: x)\n"
+NOTEBOOK = json.dumps({
+    "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+               "source": ["import jax\n", "y = jax.tree_map(abs, [1])\n"]}],
+    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+})
 
 
 @pytest.mark.slow
 def test_the_check_hook_fails_on_a_planted_finding_and_passes_clean_files(snapshot, pre_commit_home, tmp_path):
-    dirty = user_repo(tmp_path / "dirty", {"clean.py": CLEAN, "legacy.py": "import jax\ng = jax.pmap(f)\n"})
+    dirty = user_repo(tmp_path / "dirty", {"clean.py": CLEAN, "legacy.py": "import jax\ng = jax.pmap(f)\n",
+                                            "explore.ipynb": NOTEBOOK})
     result = try_repo(snapshot, pre_commit_home, "jaxmigrate", dirty)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "JM101" in result.stdout and "legacy.py" in result.stdout
+    assert "explore.ipynb:cell 1:2:5 JM601" in result.stdout  # `types_or: jupyter` reaches notebooks
     assert (dirty / "legacy.py").read_text() == "import jax\ng = jax.pmap(f)\n"
 
     clean = user_repo(tmp_path / "clean", {"clean.py": CLEAN})
