@@ -2,7 +2,7 @@
 
     python benchmarks/bench_check.py [--runs 5] [--path DIR] [--jobs N]
 
-Rows: the cold run (`--no-cache`), the warm run (cache filled by one untimed run first), and for
+Rows (wall time, and the peak memory of the largest process): the cold run (`--no-cache`), the warm run (cache filled by one untimed run first), and for
 comparison a `python -c` that only `ast.parse`s every file. Each is the median wall time of
 ``--runs`` subprocesses of the installed console script, run with the working directory set to a
 fresh temporary folder, so the cache lands there and not in your checkout.
@@ -48,15 +48,28 @@ def corpus_size(tree: Path) -> tuple[int, int]:
     return files, lines
 
 
-def median_seconds(command: list[str], cwd: Path, runs: int, ok: tuple[int, ...] = (0, 1)) -> float:
-    times = []
+# Runs the command and prints the peak resident memory of its largest process (the console script
+# or one of its pool workers) in KiB: RUSAGE_CHILDREN covers every descendant that was waited for.
+MEASURED = """\
+import resource, subprocess, sys
+code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+sys.stderr.buffer.write(code.stderr)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(code.returncode)
+"""
+
+
+def median_run(command: list[str], cwd: Path, runs: int, ok: tuple[int, ...] = (0, 1)) -> tuple[float, float]:
+    """(median wall seconds, largest peak RSS in MiB) of ``runs`` runs."""
+    times, peaks = [], []
     for _ in range(runs):
         start = time.perf_counter()
-        result = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        result = subprocess.run([sys.executable, "-c", MEASURED, *command], cwd=cwd, capture_output=True)
         times.append(time.perf_counter() - start)
         if result.returncode not in ok:
             raise SystemExit(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr.decode()}")
-    return statistics.median(times)
+        peaks.append(int(result.stdout.split()[-1]) / 1024)
+    return statistics.median(times), max(peaks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,16 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="jaxmigrate-bench-") as tmp:
         cwd = Path(tmp)
-        rows.append(("jaxmigrate check --no-cache (cold)", median_seconds([*check, "--no-cache"], cwd, args.runs)))
+        rows.append(("jaxmigrate check --no-cache (cold)", *median_run([*check, "--no-cache"], cwd, args.runs)))
         subprocess.run(check, cwd=cwd, stdout=subprocess.DEVNULL, check=False)  # fill the cache
-        rows.append(("jaxmigrate check (warm cache)", median_seconds(check, cwd, args.runs)))
-        rows.append(("python -c: ast.parse every file", median_seconds(
+        rows.append(("jaxmigrate check (warm cache)", *median_run(check, cwd, args.runs)))
+        rows.append(("python -c: ast.parse every file", *median_run(
             [sys.executable, "-c", PARSE_ONLY, str(tree)], cwd, args.runs, ok=(0,))))
 
-    width = max(len(name) for name, _ in rows)
-    print(f"{'':{width}}  {'wall s':>8}  {'files/s':>9}")
-    for name, seconds in rows:
-        print(f"{name:{width}}  {seconds:8.3f}  {files / seconds:9.0f}")
+    width = max(len(name) for name, _, _ in rows)
+    print(f"{'':{width}}  {'wall s':>8}  {'files/s':>9}  {'peak RSS MiB':>12}")
+    for name, seconds, peak in rows:
+        print(f"{name:{width}}  {seconds:8.3f}  {files / seconds:9.0f}  {peak:12.0f}")
     return 0
 
 
