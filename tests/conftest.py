@@ -1,8 +1,14 @@
-"""Shared fixtures: a tiny set of test-only rules, so the engine can be tested on its own."""
+"""Shared fixtures: a tiny set of test-only rules, so the engine can be tested on its own; the
+facts the sharp-bit programs establish on 8 CPU devices."""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +87,33 @@ def project(tmp_path, monkeypatch):
     """An empty project folder that is also the working directory (the cache goes there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+SHARP_BIT_PROGRAMS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "runtime").glob("sharp_*/program.py"))
+
+
+@pytest.fixture(scope="session")
+def sharp_facts(tmp_path_factory) -> dict[str, dict]:
+    """What each ``fixtures/runtime/sharp_*/program.py`` printed (its last line, JSON), by folder:
+    all run at once, each in a fresh interpreter with the XLA flags set before jax loads."""
+    pytest.importorskip("jax")
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "PYTHONWARNINGS": "ignore",
+    }
+    cwd = tmp_path_factory.mktemp("sharp")
+    running = {
+        path.parent.name: subprocess.Popen(
+            [sys.executable, str(path)], env=env, cwd=cwd, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        for path in SHARP_BIT_PROGRAMS
+    }
+    results = {}
+    for name, process in running.items():
+        out, err = process.communicate(timeout=240)
+        assert process.returncode == 0, f"{name} failed:\n{err}"
+        results[name] = json.loads(out.strip().splitlines()[-1])
+    return results

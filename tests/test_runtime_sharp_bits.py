@@ -7,10 +7,6 @@ from what JAX really does fails here.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,42 +15,15 @@ from jaxmigrate.lint.registry import rule_by_code
 
 pytestmark = pytest.mark.runtime
 
-CASES = Path(__file__).resolve().parent.parent / "fixtures" / "runtime"
-PROGRAMS = sorted(CASES.glob("sharp_*/program.py"))
+PROGRAMS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "runtime").glob("sharp_*/program.py"))
 
 
-@pytest.fixture(scope="module")
-def facts(tmp_path_factory) -> dict[str, dict]:
-    """Runs every program at once (each in a fresh interpreter, XLA flags set before jax loads)."""
-    pytest.importorskip("jax")
-    env = {
-        **os.environ,
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-        "PYTHONWARNINGS": "ignore",
-    }
-    cwd = tmp_path_factory.mktemp("sharp")
-    running = {
-        path.parent.name: subprocess.Popen(
-            [sys.executable, str(path)], env=env, cwd=cwd, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )
-        for path in PROGRAMS
-    }
-    results = {}
-    for name, process in running.items():
-        out, err = process.communicate(timeout=240)
-        assert process.returncode == 0, f"{name} failed:\n{err}"
-        results[name] = json.loads(out.strip().splitlines()[-1])
-    return results
+def test_every_program_ran(sharp_facts):
+    assert set(sharp_facts) == {p.parent.name for p in PROGRAMS} and len(sharp_facts) >= 6
 
 
-def test_every_program_ran(facts):
-    assert set(facts) == {p.parent.name for p in PROGRAMS} and len(facts) >= 6
-
-
-def test_committed_device_mismatch(facts):
-    case = facts["sharp_committed_devices"]
+def test_committed_device_mismatch(sharp_facts):
+    case = sharp_facts["sharp_committed_devices"]
     for key in ("two_devices_add", "device_vs_mesh_jit"):
         assert case[key].startswith("ValueError: Received incompatible devices for jitted computation."), case[key]
     assert "device ids [0, 1, 2, 3, 4, 5, 6, 7]" in case["device_vs_mesh_jit"]
@@ -63,8 +32,8 @@ def test_committed_device_mismatch(facts):
     assert "ValueError: Received incompatible devices for jitted computation. Got argument x of add" in docs
 
 
-def test_non_partitionable_rng(facts):
-    case = facts["sharp_rng"]
+def test_non_partitionable_rng(sharp_facts):
+    case = sharp_facts["sharp_rng"]
     assert case["default_partitionable"] is True  # the 0.10 default the rule's version clause uses
     assert case["collective_permute_false"] is True and case["collective_permute_default"] is False
     assert case["values_differ"] is True
@@ -73,14 +42,14 @@ def test_non_partitionable_rng(facts):
         assert f"{values[0]:.3f}" in docs and f"{values[1]:.3f}" in docs
 
 
-def test_per_device_keys(facts):
-    case = facts["sharp_rng"]
+def test_per_device_keys(sharp_facts):
+    case = sharp_facts["sharp_rng"]
     assert case["per_device_vs_global_differ"] is True
     assert case["per_device_equals_vmap"] is True  # the "Use instead" that keeps the streams
 
 
-def test_mesh_axis_types(facts):
-    case = facts["sharp_mesh_axis_types"]
+def test_mesh_axis_types(sharp_facts):
+    case = sharp_facts["sharp_mesh_axis_types"]
     assert case["default_axis_types"] == ["AxisType.Explicit"]
     assert case["roll_auto_mesh"] is None
     error = case["roll_default_mesh"]
@@ -89,8 +58,8 @@ def test_mesh_axis_types(facts):
     assert error.split(". Got input")[0] in docs
 
 
-def test_unbound_collective_axis(facts):
-    case = facts["sharp_unbound_axis"]
+def test_unbound_collective_axis(sharp_facts):
+    case = sharp_facts["sharp_unbound_axis"]
     assert case["psum"] == (
         "NameError: Found an unbound axis name: batch. To fix this, please call psum under `jax.shard_map`."
     )
@@ -100,10 +69,10 @@ def test_unbound_collective_axis(facts):
     assert "NameError: Found an unbound axis name: batch. To fix this, please call psum under" in docs
 
 
-def test_partition_spec_axis_names(facts):
+def test_partition_spec_axis_names(sharp_facts):
     from jaxmigrate.lint.checker import lint_text
 
-    case = facts["sharp_unbound_axis"]
+    case = sharp_facts["sharp_unbound_axis"]
     assert case["spec_named_sharding"] == "ValueError: Resource axis: batch of P('batch',) is not found in mesh: ('data',)."
     assert case["spec_nested"].startswith("ValueError: Resource axis: model of P(None, ('data', 'model')) is not found")
     for side in ("in", "out"):
@@ -127,13 +96,13 @@ def test_partition_spec_axis_names(facts):
     assert case["spec_named_sharding"] in docs
 
 
-def test_pmap_output_indexing(facts):
-    case = facts["sharp_pmap_output_indexing"]
+def test_pmap_output_indexing(sharp_facts):
+    case = sharp_facts["sharp_pmap_output_indexing"]
     assert case["pmap_indexed"] == case["jit_value"] == [0.0, 2.0, 4.0, 6.0]
     assert case["jit_indexed"] == 0.0  # same expression, silently a scalar once the producer is jit
 
 
-def test_device_count_reshape(facts):
-    case = facts["sharp_device_count_reshape"]
+def test_device_count_reshape(sharp_facts):
+    case = sharp_facts["sharp_device_count_reshape"]
     assert case["reshaped_input_shape"] == [8, 2, 2]
     assert case["global_result_shape"] == [2] and case["reshaped_result_shape"] == [2, 2]

@@ -4,11 +4,6 @@ assert those facts and that the rule's docs quote the same error text."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,33 +11,11 @@ from jaxmigrate.lint.registry import rule_by_code
 
 pytestmark = pytest.mark.runtime
 
-CASES = Path(__file__).resolve().parent.parent / "fixtures" / "runtime"
 PROGRAMS = ("sharp_partition_spec_without_mesh", "sharp_collective_under_jit", "sharp_local_device_mesh")
 
 
-@pytest.fixture(scope="module")
-def facts(tmp_path_factory) -> dict[str, dict]:
-    pytest.importorskip("jax")
-    env = {
-        **os.environ,
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-        "PYTHONWARNINGS": "ignore",
-    }
-    cwd = tmp_path_factory.mktemp("sharp_more")
-    running = {
-        name: subprocess.Popen(
-            [sys.executable, str(CASES / name / "program.py")], env=env, cwd=cwd,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        for name in PROGRAMS
-    }
-    results = {}
-    for name, process in running.items():
-        out, err = process.communicate(timeout=240)
-        assert process.returncode == 0, f"{name} failed:\n{err}"
-        results[name] = json.loads(out.strip().splitlines()[-1])
-    return results
+def test_these_programs_ran(sharp_facts):
+    assert set(PROGRAMS) <= set(sharp_facts)
 
 
 def docs(code: str) -> str:
@@ -71,16 +44,16 @@ WSC_ERROR = ("RuntimeError: with_sharding_constraint requires a non-empty mesh i
                      " passed to device_put", id="legacy `with mesh:` is not enough for device_put"),
     ],
 )
-def test_partition_spec_without_mesh_errors(facts, key, expected):
-    error = facts["sharp_partition_spec_without_mesh"][key]
+def test_partition_spec_without_mesh_errors(sharp_facts, key, expected):
+    error = sharp_facts["sharp_partition_spec_without_mesh"][key]
     assert error is not None and error.startswith(expected), error
     # The docs quote the in_shardings text and say out_shardings is the same.
     assert expected.split(" You can")[0].replace("out_shardings", "in_shardings") in docs("JM507")
     assert "(the same for `out_shardings`)" in docs("JM507")
 
 
-def test_partition_spec_with_a_mesh_works(facts):
-    case = facts["sharp_partition_spec_without_mesh"]
+def test_partition_spec_with_a_mesh_works(sharp_facts):
+    case = sharp_facts["sharp_partition_spec_without_mesh"]
     ok = ("named_sharding", "set_mesh_wsc", "set_mesh_jit_in", "set_mesh_device_put", "with_mesh_wsc")
     assert {key: case[key] for key in ok} == dict.fromkeys(ok)
 
@@ -97,20 +70,20 @@ def test_partition_spec_with_a_mesh_works(facts):
         pytest.param("all_gather", "NameError: unbound axis name: data", id="all_gather"),
     ],
 )
-def test_mesh_axis_collective_under_jit_errors(facts, key, expected):
-    assert facts["sharp_collective_under_jit"][key] == expected
+def test_mesh_axis_collective_under_jit_errors(sharp_facts, key, expected):
+    assert sharp_facts["sharp_collective_under_jit"][key] == expected
     assert expected.replace("psum", "").replace("axis_index", "")[:40] in docs("JM402")
 
 
-def test_mesh_axis_collective_under_shard_map_works(facts):
-    case = facts["sharp_collective_under_jit"]
+def test_mesh_axis_collective_under_shard_map_works(sharp_facts):
+    case = sharp_facts["sharp_collective_under_jit"]
     assert case["under_shard_map"] is None
     assert case["under_shard_map_value"] == [-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5]
     assert "NameError: Found an unbound axis name: data. To fix this, please call psum under" in docs("JM402")
 
 
-def test_local_device_mesh_is_per_process(facts):
-    first, second = facts["sharp_local_device_mesh"]["processes"]
+def test_local_device_mesh_is_per_process(sharp_facts):
+    first, second = sharp_facts["sharp_local_device_mesh"]["processes"]
     assert [first["process_index"], second["process_index"]] == [0, 1]
     assert first["device_count"] == 8 and first["local_device_count"] == 4
     # The same program, a different "global" mean on each process: nothing crossed processes.
@@ -125,8 +98,8 @@ def test_local_device_mesh_is_per_process(facts):
     assert "3.5 on process 0 and 103.5 on process 1" in text and "53.5" in text
 
 
-def test_local_batch_device_put_to_global_sharding_fails(facts):
+def test_local_batch_device_put_to_global_sharding_fails(sharp_facts):
     expected = "AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same on each process."
-    for process in facts["sharp_local_device_mesh"]["processes"]:
+    for process in sharp_facts["sharp_local_device_mesh"]["processes"]:
         assert process["device_put_local_batch_to_global"].startswith(expected)
     assert expected in docs("JM508")

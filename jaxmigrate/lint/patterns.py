@@ -71,14 +71,7 @@ def is_device_count(names: NameResolver, expr: ast.AST, _depth: int = 0) -> bool
 
 def mentions_devices(names: NameResolver, expr: ast.AST) -> bool:
     """Whether the expression reads ``jax.devices()`` / ``jax.local_devices()`` (a device array)."""
-    for node in ast.walk(expr):
-        if calls_to(names, node, DEVICE_LISTS):
-            return True
-        if isinstance(node, ast.Name):
-            value = single_value(names, node)
-            if value is not None and any(calls_to(names, n, DEVICE_LISTS) for n in ast.walk(value)):
-                return True
-    return False
+    return reads_call(names, expr, DEVICE_LISTS)
 
 
 def decorated_by(names: NameResolver, func: ast.AST, wanted: frozenset[str]) -> bool:
