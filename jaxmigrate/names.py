@@ -316,30 +316,41 @@ class _ScopeBuilder:
                 self._expr(expr, scope)
 
     def _expr(self, node: ast.AST | None, scope: Scope) -> None:
-        # Iterative: deeply nested expressions must not hit the recursion limit.
+        # Iterative: deeply nested expressions must not hit the recursion limit. The children are
+        # pushed inline, without the Load/Store markers: this loop sees every expression node.
         stack = [node] if node is not None else []
-        scope_of = self.resolver._scope_of
+        push, scope_of, node_type, marker = stack.append, self.resolver._scope_of, ast.AST, ast.expr_context
         while stack:
             node = stack.pop()
-            if isinstance(node, ast.Name):
+            kind = node.__class__
+            if kind is ast.Name:
                 scope_of[id(node)] = scope
-            elif isinstance(node, ast.Lambda):
+            elif kind is ast.Constant:
+                continue
+            elif kind is ast.Lambda:
                 stack.extend(_defaults(node.args))
                 inner = self._scope(node, scope)
                 self._params(node.args, inner)
                 self._expr(node.body, inner)
-            elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            elif kind in _COMPREHENSIONS:
                 self._comprehension(node, scope)
-            elif isinstance(node, ast.NamedExpr):
+            elif kind is ast.NamedExpr:
                 # The walrus binds in the nearest enclosing non-comprehension scope.
                 owner = scope
                 while isinstance(owner.node, _COMPREHENSIONS) and owner.parent is not None:
                     owner = owner.parent
                 owner.bind(node.target.id, ValueBinding(node.value))
                 scope_of[id(node.target)] = owner
-                stack.append(node.value)
+                push(node.value)
             else:
-                stack.extend(ast.iter_child_nodes(node))
+                for name in node._fields:
+                    value = getattr(node, name, None)
+                    if value.__class__ is list:
+                        for item in value:
+                            if isinstance(item, node_type):
+                                push(item)
+                    elif isinstance(value, node_type) and not isinstance(value, marker):
+                        push(value)
 
     def _comprehension(self, node: ast.expr, scope: Scope) -> None:
         first, *rest = node.generators

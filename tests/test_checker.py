@@ -167,3 +167,17 @@ def test_the_prefilter_pattern_finds_exactly_the_trigger_words_a_plain_alternati
     texts.append("local_device_count device_count devices local_devices device jax.devices()")
     for text in texts:
         assert set(_trigger_pattern(rules).findall(text)) == set(plain.findall(text))
+
+
+def test_the_shared_index_is_ast_walk_order_without_the_context_markers():
+    import ast
+    from pathlib import Path
+
+    from jaxmigrate.lint.context import index
+
+    for path in sorted((Path(__file__).parents[1] / "jaxmigrate").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes, by_type = index(tree)
+        assert nodes == [n for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
+        assert sorted(p for items in by_type.values() for p, _ in items) == list(range(len(nodes)))
+        assert all(nodes[p] is n for items in by_type.values() for p, n in items)
