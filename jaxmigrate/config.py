@@ -8,7 +8,7 @@ import hashlib
 import json
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmigrate.files import DEFAULT_EXCLUDES
