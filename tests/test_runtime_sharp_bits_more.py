@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jaxmigrate.lint.registry import rule_by_code
+from jaxmigrate.lint.rules.host_local_batch_device_put import ERROR as JM509_ERROR
 
 pytestmark = pytest.mark.runtime
 
@@ -102,4 +103,5 @@ def test_local_batch_device_put_to_global_sharding_fails(sharp_facts):
     expected = "AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same on each process."
     for process in sharp_facts["sharp_local_device_mesh"]["processes"]:
         assert process["device_put_local_batch_to_global"].startswith(expected)
-    assert expected in docs("JM508")
+    assert expected in docs("JM508") and expected in docs("JM509")
+    assert JM509_ERROR == expected  # what JM509's message quotes

@@ -1,0 +1,145 @@
+"""JM509: a process's own batch handed to `jax.device_put` with a global, partitioned sharding."""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.lint.patterns import NAMED_SHARDING, PARTITION_SPEC, argument, call_name, reads_call, single_value
+from jaxmigrate.lint.rule import Invalid, Rule, Valid
+
+MULTI_PROCESS = frozenset({"jax.distributed.initialize", "jax.process_index", "jax.process_count"})
+GLOBAL_ARRAYS = frozenset({
+    "jax.make_array_from_process_local_data", "jax.make_array_from_callback",
+    "jax.make_array_from_single_device_arrays",
+})
+LOCAL = frozenset({"jax.local_devices", "jax.local_device_count"})
+# Seen with jax 0.10.2, two processes of 4 CPU devices (fixtures/runtime/sharp_local_device_mesh):
+ERROR = "AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same on each process."
+
+
+class HostLocalBatchDevicePut(Rule):
+    """
+    ## What it does
+    In a multi-process program (one that calls `jax.distributed.initialize`, `jax.process_index()`
+    or `jax.process_count()`), finds `jax.device_put(x, NamedSharding(mesh, P(...)))` where the
+    `PartitionSpec` splits at least one dimension and `x` is not already a global array.
+
+    ## Why is this bad
+    Under `pmap` each process fed its own slice of the batch to its own devices. A `NamedSharding`
+    over a global mesh describes one global array: `jax.device_put` then expects every process to
+    pass the *same* global value and cuts its own shards out of it. A per-process batch is not the
+    same on each process, and jax 0.10.2 stops the program (two processes of 4 CPU devices,
+    `fixtures/runtime/sharp_local_device_mesh`): `AssertionError: <class 'numpy.ndarray'> passed
+    to device_put is not the same on each process.` Had the batches happened to agree, every
+    process would have trained on the same examples.
+
+    ## Example
+    ```python
+    jax.distributed.initialize()
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    batch = jax.device_put(local_batch, NamedSharding(mesh, P("data")))
+    ```
+
+    ## Use instead
+    ```python
+    batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), local_batch)
+    ```
+
+    ## Confidence
+    Only modules that show they run as several processes are looked at; a single-process program
+    is never reported (there, local and global data coincide). The sharding must be a
+    `NamedSharding(...)` call, written in the call or bound once to a name, whose spec is a
+    `PartitionSpec(...)` with a non-`None` entry (a replicated `P()` is fine when every process
+    passes the same value). Values made by `jax.make_array_from_process_local_data`,
+    `make_array_from_callback` or `make_array_from_single_device_arrays` (directly or through a
+    name bound once) are global already. A mesh of local devices is JM508's, not reported here.
+
+    ## Fix safety
+    No fix: whether `x` holds this process's examples or a value every process shares is known
+    only to the data pipeline.
+
+    ## References
+    - https://docs.jax.dev/en/latest/multi_process.html
+    - https://docs.jax.dev/en/latest/_autosummary/jax.make_array_from_process_local_data.html
+    """
+
+    code = "JM509"
+    name = "host-local-batch-device-put"
+    summary = "a process's own batch put on a global partitioned sharding with `jax.device_put`"
+    trigger_words = ("device_put",)
+    jax_versions = "any version with jax.Array (0.4.1+); checked on 0.10.2"
+
+    VALID = [
+        Valid(  # single process: nothing says otherwise
+            "import jax\nfrom jax.sharding import NamedSharding, PartitionSpec as P\n"
+            "mesh = jax.make_mesh((8,), ('data',))\nb = jax.device_put(x, NamedSharding(mesh, P('data')))\n"
+        ),
+        Valid(  # the right call
+            "import jax\nfrom jax.sharding import NamedSharding, PartitionSpec as P\njax.distributed.initialize()\n"
+            "s = NamedSharding(jax.make_mesh((jax.device_count(),), ('data',)), P('data'))\n"
+            "b = jax.make_array_from_process_local_data(s, x)\nc = jax.device_put(b, s)\n"
+        ),
+        Valid(  # replicated: every process passes the same parameters
+            "import jax\nfrom jax.sharding import NamedSharding, PartitionSpec as P\n"
+            "if jax.process_index() == 0:\n    print('hi')\n"
+            "p = jax.device_put(params, NamedSharding(mesh, P()))\n"
+        ),
+        Valid(  # a local mesh is JM508's
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "n = jax.process_count()\nmesh = Mesh(np.array(jax.local_devices()), ('d',))\n"
+            "b = jax.device_put(x, NamedSharding(mesh, P('d')))\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+            jax.distributed.initialize()
+            mesh = jax.make_mesh((jax.device_count(),), ("data",))
+            batch = jax.device_put(local_batch, NamedSharding(mesh, P("data")))
+            """
+        ),
+        Invalid(
+            """
+            import jax as J
+            from jax import device_put as put
+            sharding = J.NamedSharding(mesh, J.P(None, "model"))
+            if J.process_count() > 1:
+                y = put(shard_of_this_host, sharding)
+            """
+        ),
+    ]
+
+    def check_module(self, ctx):
+        names = ctx.names
+        calls = [(node, call_name(names, node)) for _, node in ctx.by_type.get(ast.Call, ())]
+        if not any(name in MULTI_PROCESS for _, name in calls):
+            return
+        for call, name in calls:
+            if name != "jax.device_put":
+                continue
+            value, sharding = argument(call, 0, "x"), argument(call, 1, "device")
+            if value is None or sharding is None or not self._partitioned(names, sharding):
+                continue
+            if reads_call(names, value, GLOBAL_ARRAYS) or reads_call(names, sharding, LOCAL):
+                continue
+            ctx.report(
+                call,
+                "in a multi-process program, `jax.device_put` onto a partitioned global sharding expects"
+                f" the same global value on every process; a per-process batch fails (`{ERROR}`)."
+                " Build the global array with `jax.make_array_from_process_local_data(sharding, local_batch)`",
+            )
+
+    @staticmethod
+    def _partitioned(names, sharding: ast.expr) -> bool:
+        if isinstance(sharding, ast.Name):
+            sharding = single_value(names, sharding)
+        if sharding is None or call_name(names, sharding) not in NAMED_SHARDING:
+            return False
+        spec = argument(sharding, 1, "spec")
+        if isinstance(spec, ast.Name):
+            spec = single_value(names, spec)
+        if spec is None or call_name(names, spec) not in PARTITION_SPEC:
+            return False
+        return any(not (isinstance(a, ast.Constant) and a.value is None) for a in spec.args)
