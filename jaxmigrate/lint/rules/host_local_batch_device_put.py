@@ -89,6 +89,11 @@ class HostLocalBatchDevicePut(Rule):
             "n = jax.process_count()\nmesh = Mesh(np.array(jax.local_devices()), ('d',))\n"
             "b = jax.device_put(x, NamedSharding(mesh, P('d')))\n"
         ),
+        Valid(  # ... also when the device list has a name of its own
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "n = jax.process_count()\nlocal = np.array(jax.local_devices())\nmesh = Mesh(local, ('d',))\n"
+            "b = jax.device_put(x, NamedSharding(mesh, P('d')))\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -122,7 +127,7 @@ class HostLocalBatchDevicePut(Rule):
             value, sharding = argument(call, 0, "x"), argument(call, 1, "device")
             if value is None or sharding is None or not self._partitioned(names, sharding):
                 continue
-            if reads_call(names, value, GLOBAL_ARRAYS) or reads_call(names, sharding, LOCAL):
+            if reads_call(names, value, GLOBAL_ARRAYS) or _reads_local_devices(names, sharding):
                 continue
             ctx.report(
                 call,
@@ -143,3 +148,16 @@ class HostLocalBatchDevicePut(Rule):
         if spec is None or call_name(names, spec) not in PARTITION_SPEC:
             return False
         return any(not (isinstance(a, ast.Constant) and a.value is None) for a in spec.args)
+
+
+def _reads_local_devices(names, expr: ast.expr, depth: int = 4) -> bool:
+    """Whether the sharding is built from this process's devices, through names bound once
+    (``local = np.array(jax.local_devices()); mesh = Mesh(local, ...)``)."""
+    for node in ast.walk(expr):
+        if call_name(names, node) in LOCAL:
+            return True
+        if depth and isinstance(node, ast.Name):
+            value = single_value(names, node)
+            if value is not None and _reads_local_devices(names, value, depth - 1):
+                return True
+    return False
