@@ -7,8 +7,9 @@ is used (the import already was), and a rebinding (``pm = jax.pmap``) is reporte
 name is written, not where ``pm`` is called. Every decision goes through the one resolver, so a
 local ``def pmap``, a parameter named ``jax`` or ``self.pmap`` is never mistaken for jax's.
 
-Subclasses set ``code`` (which selects their catalogue entries) and the usual Rule attributes; the
-later fix issue overrides ``fix_for`` and uses each entry's ``fix`` / ``safety`` data.
+Subclasses set ``code`` (which selects their catalogue entries) and the usual Rule attributes. A
+fix is the finding's: a rule overrides ``fix_for`` (edits, or a codemod for the mention), or mixes
+in ``site_fixes.SiteFixes``, whose codemod plans every reported site and says why where it cannot.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class CatalogueRule(Rule):
         return found
 
     def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
-        """Detection only for now; a fix slots in here, driven by ``symbol.fix``."""
+        """The fix for this mention of ``symbol``; None: reported without one."""
         return None
 
     # ast.walk is breadth-first, so a Try is always seen before the imports nested in it.
