@@ -181,3 +181,14 @@ def test_the_shared_index_is_ast_walk_order_without_the_context_markers():
         assert nodes == [n for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
         assert sorted(p for items in by_type.values() for p, _ in items) == list(range(len(nodes)))
         assert all(nodes[p] is n for items in by_type.values() for p, n in items)
+
+
+def test_trigger_words_can_depend_on_the_target_jax():
+    from jaxmigrate.lint.rules.non_partitionable_rng import NonPartitionableRng as jm502
+
+    # JM502's sampling clause applies before jax 0.5 only.
+    sampling = "import jax\nx = jax.random.normal(key, (8,))\n"
+    assert jm502 not in rules_triggered(sampling, (jm502,), (0, 10))
+    assert jm502 in rules_triggered(sampling, (jm502,), (0, 4))
+    flag = 'import jax\njax.config.update("jax_threefry_partitionable", False)\n'
+    assert jm502 in rules_triggered(flag, (jm502,), (0, 10))

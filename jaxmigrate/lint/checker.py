@@ -10,6 +10,7 @@ import traceback
 from dataclasses import dataclass
 from functools import cache
 
+from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
 from jaxmigrate.lint.context import FileContext, SourceText
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
 
@@ -24,8 +25,8 @@ _CODE = re.compile(r"[A-Za-z]+[0-9]+")
 
 
 @cache
-def _trigger_pattern(rules: tuple[type[Rule], ...]) -> re.Pattern[str]:
-    words = {word for rule in rules for word in rule.trigger_words}
+def _trigger_pattern(rules: tuple[type[Rule], ...], target_jax: tuple[int, int] = TARGET) -> re.Pattern[str]:
+    words = {word for rule in rules for word in rule.triggers(target_jax)}
     return re.compile(r"\b(?:" + _trie(sorted(words)) + r")\b") if words else re.compile(r"(?!)")
 
 
@@ -49,10 +50,12 @@ def _trie(words: list[str]) -> str:
     return pattern(root)
 
 
-def rules_triggered(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:
+def rules_triggered(
+    text: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int] = TARGET
+) -> tuple[type[Rule], ...]:
     """The rules one of whose trigger words the text names. Sound by construction of the words."""
-    present = set(_trigger_pattern(rules).findall(text))
-    return tuple(rule for rule in rules if present.intersection(rule.trigger_words))
+    present = set(_trigger_pattern(rules, target_jax).findall(text))
+    return tuple(rule for rule in rules if present.intersection(rule.triggers(target_jax)))
 
 
 def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
@@ -73,7 +76,7 @@ def lint_text(
     """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions."""
     if _SKIP_FILE.search(text):
         return []
-    active = rules_triggered(text, rules)
+    active = rules_triggered(text, rules, target_jax)
     if not active:
         return []
     source = SourceText(text)

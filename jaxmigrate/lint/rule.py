@@ -165,6 +165,12 @@ class Rule:
         return None
 
     @classmethod
+    def triggers(cls, target_jax: tuple[int, int]) -> tuple[str, ...]:
+        """The trigger words that matter when migrating to ``target_jax``: ``trigger_words``,
+        unless a clause of the rule applies to some targets only (see JM502)."""
+        return cls.trigger_words
+
+    @classmethod
     def explanation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
 

@@ -129,6 +129,12 @@ class NonPartitionableRng(Rule):
         ),
     ]
 
+    @classmethod
+    def triggers(cls, target_jax):
+        # "random" only wakes the clause about sampling under the old default (targets before 0.5);
+        # otherwise the flag must be named: a file that only samples is not even parsed.
+        return cls.trigger_words if target_jax < (0, 5) else (FLAG, ENV, "threefry_partitionable")
+
     def check_module(self, ctx):
         if ctx.target_jax >= (0, 5) and not any(
             word in ctx.text for word in (FLAG, ENV, "threefry_partitionable")
