@@ -92,7 +92,9 @@ def _errors(np: Any, old: Any, new: Any) -> tuple[float, float]:
     diff = np.where(both_nan, 0.0, diff)
     diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is as bad as it gets
     scale = np.maximum(np.abs(old), np.finfo(np.float64).tiny)
-    return float(diff.max()), float((diff / scale).max())
+    with np.errstate(over="ignore"):  # a difference where old is 0 is an infinite relative error
+        relative = diff / scale
+    return float(diff.max()), float(relative.max())
 
 
 def _values_equal(np: Any, old: Any, new: Any, rtol: float, atol: float) -> bool:

@@ -94,3 +94,15 @@ def test_worst_orders_by_distance_outside_tolerance() -> None:
     old = Outputs("T", [leaf("x", a), leaf("y", a), leaf("z", a)])
     new = Outputs("T", [leaf("x", a + 1e-3), leaf("y", a + 1.0), leaf("z", a)])
     assert [d.path for d in compare_outputs(old, new).worst()] == ["y", "x"]
+
+
+def test_a_difference_where_old_is_zero_is_an_infinite_relative_error_without_a_warning():
+    import warnings
+
+    import numpy as np
+
+    from jaxmigrate.runtime_checks.compare import _errors
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _errors(np, np.array([0.0, 1.0]), np.array([5.0, 1.0])) == (5.0, float("inf"))
