@@ -55,7 +55,7 @@ class CatalogueRule(Rule):
     # ast.walk is breadth-first, so a Try is always seen before the imports nested in it.
     def visit_Try(self, node: ast.Try, ctx: FileContext) -> None:
         for handler in node.handlers:
-            if _catches_import_error(handler.type):
+            if catches_import_error(handler.type):
                 for stmt in handler.body:
                     for sub in ast.walk(stmt):
                         if isinstance(sub, (ast.Import, ast.ImportFrom)):
@@ -180,9 +180,9 @@ def _position(item: tuple[int, ast.AST]) -> int:
     return item[0]
 
 
-def _catches_import_error(handler_type: ast.expr | None) -> bool:
+def catches_import_error(handler_type: ast.expr | None) -> bool:
     if isinstance(handler_type, ast.Name):
         return handler_type.id in _IMPORT_ERRORS
     if isinstance(handler_type, ast.Tuple):
-        return any(_catches_import_error(element) for element in handler_type.elts)
+        return any(catches_import_error(element) for element in handler_type.elts)
     return False

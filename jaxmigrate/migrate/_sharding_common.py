@@ -13,6 +13,7 @@ import ast
 import io
 import tokenize
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from jaxmigrate.lint.context import SourceText
 from jaxmigrate.names import ImportBinding, NameResolver
@@ -98,6 +99,17 @@ class Module:
 
     def free(self, name: str) -> bool:
         return name not in self.identifiers and not self.names.star_imports
+
+
+@lru_cache(maxsize=2)
+def parse_module(text: str) -> Module | None:
+    """The parsed module (None: it does not parse), shared by every planner that looks at the same
+    text in a row: several rules plan one file on the check path, and a rewrite analyses first.
+    Planners only read it."""
+    try:
+        return Module(text)
+    except SyntaxError:
+        return None
 
 
 @dataclass

@@ -24,11 +24,12 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 
 from jaxmigrate import catalogue
 from jaxmigrate.lint.context import SourceText
-from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, apply
+from jaxmigrate.lint.legacy import catches_import_error
+from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, apply, parse_module
 from jaxmigrate.names import LOCAL, PARTIAL, ImportBinding
 
 __all__ = ["Site", "analyse_experimental_maps", "analyse_partition_spec", "analyse_shard_map",
@@ -72,9 +73,8 @@ def analyse_tree_aliases(text: str) -> list[Site]:
 
 def rewrite(text: str, sites: Sites = None) -> str:
     """Rewrite the selected sites of JM303/JM304/JM305/JM601 (all rewritable ones when None)."""
-    try:
-        planner = _Planner(text)
-    except SyntaxError:
+    planner = _planner(text)
+    if planner is None:
         return text
     plan = _Plan()
     for position, node in planner.mentions(CODES).items():
@@ -97,9 +97,8 @@ def rewrite(text: str, sites: Sites = None) -> str:
 
 
 def _analyse(text: str, code: str) -> list[Site]:
-    try:
-        planner = _Planner(text)
-    except SyntaxError:
+    planner = _planner(text)
+    if planner is None:
         return []
     return [planner.site(position, node)[0] for position, node in sorted(planner.mentions((code,)).items())]
 
@@ -118,9 +117,16 @@ class _Plan(Plan):
         self.dropped += other.dropped
 
 
+@lru_cache(maxsize=2)
+def _planner(text: str) -> "_Planner | None":
+    """One planner per text: the four rules analysing a file share it (it is only read)."""
+    module = parse_module(text)
+    return None if module is None else _Planner(module)
+
+
 class _Planner:
-    def __init__(self, text: str) -> None:
-        self.m = Module(text)
+    def __init__(self, module: Module) -> None:
+        self.m = module
         self.renames = renames()
         self.by_id: dict[str, list[ast.Name]] = {}
         self.strings: set[str] = set()  # `__all__` entries, string annotations: uses we cannot see
@@ -134,7 +140,7 @@ class _Planner:
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 self.declared.update(node.names)
             elif isinstance(node, (ast.Try, ast.TryStar)):
-                self.fallbacks.update(id(sub) for handler in node.handlers if _catches_import_error(handler.type)
+                self.fallbacks.update(id(sub) for handler in node.handlers if catches_import_error(handler.type)
                                       for stmt in handler.body for sub in ast.walk(stmt))
 
     def mentions(self, codes) -> dict[tuple[int, int], ast.AST]:
@@ -495,12 +501,6 @@ def _base(chain: ast.expr) -> ast.expr:
     while isinstance(chain, ast.Attribute):
         chain = chain.value
     return chain
-
-
-def _catches_import_error(handler: ast.expr | None) -> bool:
-    if isinstance(handler, ast.Tuple):
-        return any(map(_catches_import_error, handler.elts))
-    return isinstance(handler, ast.Name) and handler.id in ("ImportError", "ModuleNotFoundError")
 
 
 def _size(module: Module, node: ast.AST) -> int:

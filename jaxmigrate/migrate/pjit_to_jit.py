@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from jaxmigrate.migrate._pjit_sites import PjitSite, plan_pjit
-from jaxmigrate.migrate._sharding_common import Module, Plan, apply
+from jaxmigrate.migrate._sharding_common import Plan, apply, parse_module
 
 __all__ = ["PjitSite", "analyse_pjit", "fix_safe", "fix_unsafe", "rewrite_pjit"]
 
@@ -57,9 +57,8 @@ def fix_unsafe(text: str, sites: Collection[tuple[int, int]]) -> str:
 
 
 def _run(text: str, sites, unsafe: bool) -> tuple[str, list[PjitSite]]:
-    try:
-        module = Module(text)
-    except SyntaxError:
+    module = parse_module(text)
+    if module is None:
         return text, []
     plan = Plan()
     found = plan_pjit(module, plan, None if sites is None else frozenset(sites), unsafe)

@@ -48,9 +48,10 @@ rewrites every provable site. Unprovable sites are left as they are, and ``analy
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
 
-from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, apply, literal_ints
+from jaxmigrate.migrate._sharding_common import (
+    Module, Namer, Plan, Site, Unprovable, apply, literal_ints, parse_module,
+)
 from jaxmigrate.migrate._sharding_positional import plan_positional
 from jaxmigrate.names import ImportBinding, ValueBinding
 
@@ -169,27 +170,17 @@ def rewrite_all(text: str) -> str:
 
 def _analyse(text: str, planner) -> list[Site]:
     """Every site and what can be done there; plans but writes nothing (the lint rules call this)."""
-    module = _module(text)
+    module = parse_module(text)
     return [] if module is None else planner(module, Plan(), None)
 
 
 def _rewrite(text: str, sites: Sites, planner) -> str:
-    module = _module(text)
+    module = parse_module(text)
     if module is None:
         return text
     plan = Plan()
     planner(module, plan, sites)
     return apply(text, plan)
-
-
-@lru_cache(maxsize=2)
-def _module(text: str) -> Module | None:
-    """The parsed module, shared by the templates that look at the same text in a row (several
-    rules plan one file; ``rewrite_all`` analyses before it rewrites). Planners only read it."""
-    try:
-        return Module(text)
-    except SyntaxError:
-        return None
 
 
 def _plan_positional(module: Module, plan: Plan, sites: Sites) -> list[Site]:
