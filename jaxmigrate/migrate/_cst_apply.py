@@ -1,4 +1,4 @@
-"""The LibCST half of the sharding codemods: splice a plan's edits, insert helpers, fix imports.
+"""The LibCST half of the codemods' plans: insert helpers, add and remove imports.
 
 Kept apart from ``_sharding_common`` so that planning (``ast`` only, on the check path) never
 imports LibCST.
@@ -13,16 +13,9 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from jaxmigrate.migrate._sharding_common import Plan
 
 
-def apply_plan(text: str, plan: Plan) -> str:
-    """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
-    out = text
-    last = len(text) + 1
-    for start, end, new in sorted(plan.edits, reverse=True):
-        if end > last:
-            raise AssertionError("overlapping edits")
-        out = out[:start] + new + out[end:]
-        last = start
-    module = cst.parse_module(out)
+def add_helpers_and_imports(text: str, plan: Plan) -> str:
+    """Insert the plan's helpers after the imports, add and remove its imports (edits are made)."""
+    module = cst.parse_module(text)
     if plan.helpers:
         module = module.visit(_InsertHelpers(plan.helpers, module))
     context = CodemodContext()

@@ -165,11 +165,25 @@ def apply(text: str, plan: Plan) -> str:
     """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
     if not plan.edits and not plan.helpers:
         return text
+    out = splice(text, plan.edits)
+    if not (plan.helpers or plan.add_imports or plan.remove_imports):
+        return out  # nothing for LibCST to do: no parse of the whole module
     # LibCST loads only here, when a fix is written: lint rules call the planners on the check
     # path, which must not pay for importing it.
-    from jaxmigrate.migrate._cst_apply import apply_plan
+    from jaxmigrate.migrate._cst_apply import add_helpers_and_imports
 
-    return apply_plan(text, plan)
+    return add_helpers_and_imports(out, plan)
+
+
+def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """``text`` with every ``(start, end, new)`` edit made; edits must not overlap."""
+    out, last = [], len(text)
+    for start, end, new in sorted(edits, reverse=True):
+        if end > last:
+            raise AssertionError("overlapping edits")
+        out += [text[end:last], new]
+        last = start
+    return text[:last] + "".join(reversed(out))
 
 
 def literal_ints(node: ast.expr) -> tuple[int, ...] | None:

@@ -84,16 +84,7 @@ def rewrite(text: str, sites: Sites = None) -> str:
                 plan.merge(planned)
     plan.edits = sorted(set(plan.edits) | set(planner.render_imports(plan.moved)))
     plan.remove_imports = {planner.import_key(alias) for alias in plan.dropped if planner.unused(alias, plan.edits)}
-    if plan.add_imports or plan.remove_imports:
-        return apply(text, plan)
-    # Nothing to import or remove: splice the edits without paying for a LibCST parse of the module.
-    out, last = [], len(text)
-    for start, end, new in reversed(plan.edits):
-        if end > last:
-            raise AssertionError("overlapping edits")
-        out += [text[end:last], new]
-        last = start
-    return text[:last] + "".join(reversed(out))
+    return apply(text, plan)
 
 
 def _analyse(text: str, code: str) -> list[Site]:
