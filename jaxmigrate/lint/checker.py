@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
-from jaxmigrate.lint.context import FileContext, SourceText
+from jaxmigrate.core.source import SourceText
+from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
 
 MAX_FIX_PASSES = 10

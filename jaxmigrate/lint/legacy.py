@@ -18,12 +18,10 @@ import ast
 
 from jaxmigrate import catalogue
 from jaxmigrate.catalogue import Symbol
+from jaxmigrate.core.fallbacks import catches_import_error
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.rule import Fix, Rule
 from jaxmigrate.names import LOCAL, Target
-
-_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
-
 
 def describe(symbol: Symbol, shown: str, ctx: FileContext, ambiguous: bool = False) -> str:
     message = f"`{shown}` {symbol.status(ctx.target_jax)}"
@@ -179,10 +177,3 @@ class LegacyKeywordRule(CatalogueRule):
 def _position(item: tuple[int, ast.AST]) -> int:
     return item[0]
 
-
-def catches_import_error(handler_type: ast.expr | None) -> bool:
-    if isinstance(handler_type, ast.Name):
-        return handler_type.id in _IMPORT_ERRORS
-    if isinstance(handler_type, ast.Tuple):
-        return any(catches_import_error(element) for element in handler_type.elts)
-    return False

@@ -15,6 +15,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
+from jaxmigrate.core.edits import Edit
+
 if TYPE_CHECKING:
     from jaxmigrate.lint.context import FileContext
 
@@ -25,15 +27,6 @@ class Safety(str, enum.Enum):
     SAFE = "safe"
     # May change numerics, RNG streams, collectives or device placement: applied only on request.
     UNSAFE = "unsafe"
-
-
-@dataclass(frozen=True, order=True)
-class Edit:
-    """Replace ``source[start:end]`` with ``content`` (offsets index the decoded text)."""
-
-    start: int
-    end: int
-    content: str
 
 
 @dataclass(frozen=True)

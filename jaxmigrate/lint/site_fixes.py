@@ -24,7 +24,7 @@ class SiteFixes:
     """Mixin for a ``CatalogueRule``: set the three class attributes below and ``fixable``, the
     safety of the fix."""
 
-    site_planner: ClassVar[str]  # "module:analyse_function", text -> list[Site]
+    site_planner: ClassVar[str]  # "module:analyse_function", ParsedModule | text -> list[Site]
     site_codemod: ClassVar[str]  # "module:rewrite_function", (text, sites) -> text
     site_fix_message: ClassVar[str]
     fixable: ClassVar[Safety]
@@ -44,6 +44,6 @@ class SiteFixes:
         # plan of the file being checked.
         if getattr(self, "_sites_of", None) is None:
             module, _, function = self.site_planner.partition(":")
-            sites = getattr(import_module(module), function)(ctx.text)
+            sites = getattr(import_module(module), function)(ctx.module)
             self._sites_of = {(site.line, site.column): site for site in sites}
         return self._sites_of

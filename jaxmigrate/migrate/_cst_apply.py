@@ -1,7 +1,7 @@
-"""The LibCST half of the codemods' plans: insert helpers, add and remove imports.
+"""The LibCST half of applying a plan: insert helpers, add and remove imports.
 
-Kept apart from ``_sharding_common`` so that planning (``ast`` only, on the check path) never
-imports LibCST.
+Kept apart from ``_plan`` (which imports it only when a plan needs it) so that planning, ``ast``
+only and on the check path, never imports LibCST.
 """
 
 from __future__ import annotations
@@ -10,22 +10,26 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
-from jaxmigrate.migrate._sharding_common import Plan
 
 
-def add_helpers_and_imports(text: str, plan: Plan) -> str:
-    """Insert the plan's helpers after the imports, add and remove its imports (edits are made)."""
+ImportKey = tuple[str, "str | None", "str | None"]  # (module, object or None, alias or None)
+
+
+def add_helpers_and_imports(text: str, helpers: dict[str, str], add_imports: set[ImportKey],
+                            remove_imports: set[ImportKey]) -> str:
+    """Insert ``helpers`` (name -> source of a top-level def) after the imports, add and remove
+    imports; ``text`` already has the plan's edits made."""
     module = cst.parse_module(text)
-    if plan.helpers:
-        module = module.visit(_InsertHelpers(plan.helpers, module))
+    if helpers:
+        module = module.visit(_InsertHelpers(helpers, module))
     context = CodemodContext()
-    for mod, obj, asname in sorted(plan.add_imports, key=str):
+    for mod, obj, asname in sorted(add_imports, key=str):
         AddImportsVisitor.add_needed_import(context, mod, obj, asname)
-    for mod, obj, asname in sorted(plan.remove_imports, key=str):
+    for mod, obj, asname in sorted(remove_imports, key=str):
         RemoveImportsVisitor.remove_unused_import(context, mod, obj, asname)
-    if plan.add_imports:
+    if add_imports:
         module = AddImportsVisitor(context).transform_module(module)
-    if plan.remove_imports:
+    if remove_imports:
         module = RemoveImportsVisitor(context).transform_module(module)
     return module.code
 

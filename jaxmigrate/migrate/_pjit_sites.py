@@ -35,7 +35,9 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator
 
-from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable
 from jaxmigrate.migrate.sharding_apis import _mesh_kind
 from jaxmigrate.names import LOCAL, ImportBinding, OpaqueBinding, ValueBinding
 
@@ -80,7 +82,7 @@ class _App:
     partial: ast.Call | None = None
 
 
-def plan_pjit(module: Module, plan: Plan, sites: Sites = None, unsafe: bool = False) -> list[PjitSite]:
+def plan_pjit(module: ParsedModule, plan: Plan, sites: Sites = None, unsafe: bool = False) -> list[PjitSite]:
     """Plan every pjit application (into ``plan`` those selected: at ``sites``, safe or ``unsafe``)."""
     out = []
     for ref in _refs(module):
@@ -106,14 +108,14 @@ def plan_pjit(module: Module, plan: Plan, sites: Sites = None, unsafe: bool = Fa
 # -- discovery -------------------------------------------------------------------------------
 
 
-def _refs(module: Module) -> Iterator[ast.expr]:
+def _refs(module: ParsedModule) -> Iterator[ast.expr]:
     for node in ast.walk(module.tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             if any(t.name == PJIT for t in module.names.resolve(node)):
                 yield node
 
 
-def _application(module: Module, ref: ast.expr) -> _App | None:
+def _application(module: ParsedModule, ref: ast.expr) -> _App | None:
     """How ``ref`` is applied; None where it is no site of its own (an alias, a stored partial)."""
     targets = module.names.resolve(ref)
     parent = module.parent_of(ref)
@@ -146,7 +148,7 @@ def _application(module: Module, ref: ast.expr) -> _App | None:
     raise Unprovable("pjit used as a value; only calls and decorators are rewritten")
 
 
-def _applied(module: Module, node: ast.expr) -> ast.Call | ast.FunctionDef | ast.AsyncFunctionDef | None:
+def _applied(module: ParsedModule, node: ast.expr) -> ast.Call | ast.FunctionDef | ast.AsyncFunctionDef | None:
     parent = module.parent_of(node)
     if isinstance(parent, ast.Call) and parent.func is node:
         return parent
@@ -158,7 +160,7 @@ def _applied(module: Module, node: ast.expr) -> ast.Call | ast.FunctionDef | ast
 # -- planning --------------------------------------------------------------------------------
 
 
-def _plan(module: Module, namer: Namer, app: _App) -> str | None:
+def _plan(module: ParsedModule, namer: Namer, app: _App) -> str | None:
     """Put the rewrite's edits into ``namer.plan``; return its assumption (None: none, safe)."""
     edits = namer.plan.edits
     options: dict[str, ast.expr] = {}
@@ -174,7 +176,7 @@ def _plan(module: Module, namer: Namer, app: _App) -> str | None:
         for name, arg in zip(_PARAMS, extra):
             options[name] = arg
             start = module.span(arg)[0]
-            edits.append((start, start, f"{name}="))
+            edits.append(Edit(start, start, f"{name}="))
     for kw in keywords:
         name = RENAMED.get(kw.arg or "", kw.arg)
         if name is None:
@@ -188,7 +190,7 @@ def _plan(module: Module, namer: Namer, app: _App) -> str | None:
         options[name] = kw.value
         if kw.arg in RENAMED:
             start = module.src.offset(kw.lineno, kw.col_offset)
-            edits.append((start, start + len(kw.arg), name))
+            edits.append(Edit(start, start + len(kw.arg), name))
     leaves = [leaf for name in ("in_shardings", "out_shardings") if name in options
               for leaf in _leaves(module, options[name])]
     _check_body(module, fun)
@@ -198,13 +200,13 @@ def _plan(module: Module, namer: Namer, app: _App) -> str | None:
     elif "in_shardings" not in options and "out_shardings" not in options and (under := _called_under(module, app)):
         assumption = (f"assumes its arguments are already on the devices of `{under}`: with no shardings at all, "
                       f"pjit called under `with {under}:` runs on all of them, jit where the arguments are")
-    edits.append((*module.span(app.ref), f"{_jax(module, namer, app.ref)}.jit"))
+    edits.append(Edit(*module.span(app.ref), f"{_jax(module, namer, app.ref)}.jit"))
     for leaf, kind in leaves:
         if kind == "spec":
-            edits.append((*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {module.segment(leaf)})"))
+            edits.append(Edit(*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {module.segment(leaf)})"))
         elif kind == "none":
             spec = namer.sharding("PartitionSpec", "P")
-            edits.append((*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {spec}())"))
+            edits.append(Edit(*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {spec}())"))
     return assumption
 
 
@@ -216,7 +218,7 @@ def _positional(call: ast.Call) -> tuple[ast.expr | None, list[ast.expr]]:
     return call.args[0], call.args[1:]
 
 
-def _leaves(module: Module, expr: ast.expr) -> list[tuple[ast.expr, str]]:
+def _leaves(module: ParsedModule, expr: ast.expr) -> list[tuple[ast.expr, str]]:
     """The sharding leaves of a literal pytree: (node, "spec" | "sharding" | "none")."""
     if isinstance(expr, ast.Constant) and expr.value is None:
         return [(expr, "none")]
@@ -238,7 +240,7 @@ def _leaves(module: Module, expr: ast.expr) -> list[tuple[ast.expr, str]]:
                      "`NamedSharding(...)` and `None` leaves (or names bound once to them) are read")
 
 
-def _check_body(module: Module, fun: ast.AST | None) -> None:
+def _check_body(module: ParsedModule, fun: ast.AST | None) -> None:
     """Refuse a function whose own body reads the mesh context pjit would trace it under."""
     bodies: list[ast.AST] = []
     if isinstance(fun, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -263,7 +265,7 @@ def _check_body(module: Module, fun: ast.AST | None) -> None:
                                  "context that pjit traces it under and jit does not")
 
 
-def _mesh(module: Module, app: _App) -> tuple[str, str | None]:
+def _mesh(module: ParsedModule, app: _App) -> tuple[str, str | None]:
     """The mesh the PartitionSpec / None leaves are bound to, and the rewrite's assumption. pjit
     reads the mesh when the jitted function is called, so what counts is the ``with`` around each
     call: the application's own when it is called at once, else that of every call of the name it
@@ -297,7 +299,7 @@ def _mesh(module: Module, app: _App) -> tuple[str, str | None]:
     return name, f"assumes {label} is called under `with {name}:` (the one mesh in scope)"
 
 
-def _called_under(module: Module, app: _App) -> str | None:
+def _called_under(module: ParsedModule, app: _App) -> str | None:
     """A mesh the jitted function is seen to be called under (at once, or through its name)."""
     for node in [app.node, *(_uses(module, app)[1] or ())]:
         try:
@@ -309,7 +311,7 @@ def _called_under(module: Module, app: _App) -> str | None:
     return None
 
 
-def _uses(module: Module, app: _App) -> tuple[str, list[ast.Name] | None]:
+def _uses(module: ParsedModule, app: _App) -> tuple[str, list[ast.Name] | None]:
     """How the jitted function is named in messages, and the calls of it: [] when the application
     is called at once, None when it may be used other than by calling it by its one name."""
     holder = module.parent_of(app.node)
@@ -336,13 +338,13 @@ def _uses(module: Module, app: _App) -> tuple[str, list[ast.Name] | None]:
     return f"`{name}`", uses
 
 
-def _is_mesh(module: Module, bindings: list) -> bool:
+def _is_mesh(module: ParsedModule, bindings: list) -> bool:
     """Whether any of these bindings makes a mesh."""
     calls = [b.value for b in bindings if isinstance(b, ValueBinding) and isinstance(b.value, ast.Call)]
     return any(module.names.qualified_name(c.func) in _LEGACY_MESH or _mesh_kind(module, c) for c in calls)
 
 
-def _check_mesh(module: Module, name: str, bindings: list) -> None:
+def _check_mesh(module: ParsedModule, name: str, bindings: list) -> None:
     """Refuse a mesh name bound more than once, or to a mesh that may have Explicit axes."""
     if len(bindings) != 1 or not isinstance(bindings[0], ValueBinding):
         raise Unprovable(f"`{name}` is bound more than once, so its mesh is not known")
@@ -352,7 +354,7 @@ def _check_mesh(module: Module, name: str, bindings: list) -> None:
                          "pjit would also trace the function with sharding in types")
 
 
-def _with_mesh(module: Module, node: ast.AST) -> tuple[str, ValueBinding, ast.With] | None:
+def _with_mesh(module: ParsedModule, node: ast.AST) -> tuple[str, ValueBinding, ast.With] | None:
     """The mesh (name, binding) the nearest ``with`` of the same scope enters around ``node``.
     Context managers entered after it (or in a ``with`` without a mesh) may enter a mesh of their
     own, so they make the site unprovable."""
@@ -373,14 +375,14 @@ def _with_mesh(module: Module, node: ast.AST) -> tuple[str, ValueBinding, ast.Wi
     return None
 
 
-def _scope_node(module: Module, node: ast.AST) -> ast.AST | None:
+def _scope_node(module: ParsedModule, node: ast.AST) -> ast.AST | None:
     scope_node = module.parent_of(node)
     while scope_node is not None and not isinstance(scope_node, _SCOPES):
         scope_node = module.parent_of(scope_node)
     return scope_node
 
 
-def _scope_bindings(module: Module, node: ast.AST, name: str) -> list:
+def _scope_bindings(module: ParsedModule, node: ast.AST, name: str) -> list:
     """The bindings of ``name`` in the scope ``node`` sits in."""
     scope_node = _scope_node(module, node)
     for scope in module.names.scopes:
@@ -389,7 +391,7 @@ def _scope_bindings(module: Module, node: ast.AST, name: str) -> list:
     return []
 
 
-def _inside(module: Module, node: ast.AST, with_node: ast.AST) -> bool:
+def _inside(module: ParsedModule, node: ast.AST, with_node: ast.AST) -> bool:
     while node is not None and node is not with_node:
         if isinstance(node, _SCOPES):
             return False
@@ -397,7 +399,7 @@ def _inside(module: Module, node: ast.AST, with_node: ast.AST) -> bool:
     return node is with_node
 
 
-def _visible_meshes(module: Module, node: ast.AST) -> dict[str, list]:
+def _visible_meshes(module: ParsedModule, node: ast.AST) -> dict[str, list]:
     """The mesh names (and their bindings) the scopes around ``node`` see, bound before it in its
     own scope; a name that may or may not be a mesh counts too."""
     ancestors = []
@@ -428,7 +430,7 @@ def _visible_meshes(module: Module, node: ast.AST) -> dict[str, list]:
     return found
 
 
-def _jax(module: Module, namer: Namer, ref: ast.expr) -> str:
+def _jax(module: ParsedModule, namer: Namer, ref: ast.expr) -> str:
     root = ref
     while isinstance(root, ast.Attribute):
         root = root.value
@@ -439,7 +441,7 @@ def _jax(module: Module, namer: Namer, ref: ast.expr) -> str:
     return namer.jax()
 
 
-def _import_of(module: Module, ref: ast.expr) -> set[tuple[str, str | None, str | None]]:
+def _import_of(module: ParsedModule, ref: ast.expr) -> set[tuple[str, str | None, str | None]]:
     """The import ``ref`` reaches pjit through, to remove once nothing uses it. A plain
     ``import jax.experimental.pjit`` also binds ``jax``, so it stays."""
     root = ref

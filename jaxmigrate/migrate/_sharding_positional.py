@@ -37,7 +37,9 @@ import ast
 import math
 from dataclasses import dataclass, field
 
-from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, literal_ints
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable, literal_ints
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 PS_NAMES = frozenset({"jax.sharding.PositionalSharding", "jax.experimental.PositionalSharding"})
@@ -121,8 +123,8 @@ def mesh_axes(shapes: list[tuple[int | None, ...]]) -> Axes:
 
 
 class PositionalPlanner:
-    def __init__(self, module: Module, plan: Plan) -> None:
-        self.m = module
+    def __init__(self, module: ParsedModule, plan: Plan) -> None:
+        self.module = module
         self.plan = plan
         self.namer = Namer(module, plan)
         self.ctors: list[ast.Call] = []
@@ -136,28 +138,28 @@ class PositionalPlanner:
 
     def _is_ps(self, expr: ast.expr) -> str | None:
         """'yes' / 'ambiguous' / None."""
-        names = self.m.names.candidates(expr)
+        names = self.module.names.candidates(expr)
         if not names & PS_NAMES:
             return None
         return "yes" if names <= PS_NAMES else "ambiguous"
 
     def var_key(self, name: ast.Name) -> tuple:
-        return tuple(id(b) for b in self.m.names.bindings(name))
+        return tuple(id(b) for b in self.module.names.bindings(name))
 
     def discover(self) -> None:
         ctor_funcs = set()
-        for node in ast.walk(self.m.tree):
+        for node in ast.walk(self.module.tree):
             if isinstance(node, ast.Call) and self._is_ps(node.func):
                 self.ctors.append(node)
                 ctor_funcs.add(id(node.func))
-        for node in ast.walk(self.m.tree):
+        for node in ast.walk(self.module.tree):
             if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in ctor_funcs:
                 if isinstance(node.ctx, ast.Load) and self._is_ps(node):
-                    parent = self.m.parent_of(node)
+                    parent = self.module.parent_of(node)
                     if isinstance(parent, ast.Attribute) and self._is_ps(parent):
                         continue  # the inner link of a chain that names it
-                    if isinstance(node, ast.Name) and self.m.names.bindings(node):
-                        bindings = self.m.names.bindings(node)
+                    if isinstance(node, ast.Name) and self.module.names.bindings(node):
+                        bindings = self.module.names.bindings(node)
                         if not all(isinstance(b, ImportBinding) for b in bindings):
                             continue
                     self.bad_mentions.append((node, "`PositionalSharding` used other than by calling it"))
@@ -198,17 +200,17 @@ class PositionalPlanner:
 
     def maximal_chains(self) -> list[Chain]:
         found = []
-        for node in ast.walk(self.m.tree):
+        for node in ast.walk(self.module.tree):
             if not isinstance(node, ast.expr):
                 continue
             chain = self.chain(node)
             if chain is None:
                 continue
-            parent = self.m.parent_of(node)
+            parent = self.module.parent_of(node)
             if isinstance(parent, ast.Attribute) and parent.attr == "T":
                 continue
             if isinstance(parent, ast.Attribute) and parent.attr in OPS:
-                grand = self.m.parent_of(parent)
+                grand = self.module.parent_of(parent)
                 if isinstance(grand, ast.Call) and grand.func is parent:
                     continue
             found.append(chain)
@@ -219,7 +221,7 @@ class PositionalPlanner:
     def device_shape(self, d: ast.expr, seen=frozenset()) -> tuple[tuple[int | None, ...], bool]:
         """(shape, is_ndarray) of a device collection, or Unprovable."""
         if isinstance(d, ast.Call):
-            name = self.m.names.qualified_name(d.func)
+            name = self.module.names.qualified_name(d.func)
             if name in DEVICE_LISTS:
                 return (None,), False
             if name in CREATE_DEVICE_MESH and d.args:
@@ -227,7 +229,7 @@ class PositionalPlanner:
                 if shape is not None and all(n > 0 for n in shape):
                     return shape, True
         if isinstance(d, ast.Subscript) and isinstance(d.slice, ast.Slice):
-            if isinstance(d.value, ast.Call) and self.m.names.qualified_name(d.value.func) in DEVICE_LISTS:
+            if isinstance(d.value, ast.Call) and self.module.names.qualified_name(d.value.func) in DEVICE_LISTS:
                 return (None,), False
         if isinstance(d, (ast.List, ast.ListComp)):
             elts = [d.elt] if isinstance(d, ast.ListComp) else d.elts
@@ -236,7 +238,7 @@ class PositionalPlanner:
                     raise Unprovable("a nested comprehension of devices")
                 return ((len(elts),) if isinstance(d, ast.List) else (None,)), False
         if isinstance(d, ast.Name) and id(d) not in seen:
-            bindings = self.m.names.bindings(d)
+            bindings = self.module.names.bindings(d)
             results = set()
             for b in bindings:
                 if not isinstance(b, ValueBinding):
@@ -298,7 +300,7 @@ class PositionalPlanner:
             raise Unprovable("PositionalSharding(...) with memory_kind= or unusual arguments")
         d = ctor.args[0]
         shape, is_array = self.device_shape(d)
-        dev = self.m.segment(d)
+        dev = self.module.segment(d)
         mesh = self.namer.sharding("Mesh")
         if shape == axes.sizes or axes.sizes == (None,):
             return f"{mesh}({dev}, {_tuple(axes.names)})"
@@ -339,9 +341,9 @@ class PositionalPlanner:
         return state
 
     def _args(self, call: ast.Call) -> str:
-        start = self.m.span(call.args[0])[0]
-        end = self.m.span(call.args[-1])[1]
-        return self.m.text[start:end]
+        start = self.module.span(call.args[0])[0]
+        end = self.module.span(call.args[-1])[1]
+        return self.module.text[start:end]
 
     def _reshape(self, call: ast.Call, total: int | None) -> tuple[int, ...]:
         if call.keywords or not call.args:
@@ -433,20 +435,20 @@ class PositionalPlanner:
     def _reaching_assign(self, use: ast.Name, assigns: list[ast.Assign]) -> ast.Assign:
         """The one assignment that reaches ``use`` in structured code, or Unprovable."""
         why = f"`{use.id}` holds differently shaped shardings and which one reaches this use is unclear"
-        use_start = self.m.span(use)[0]
+        use_start = self.module.span(use)[0]
         use_ancestors = self._ancestors(use)
         use_scope = self._scope(use)
-        before = [a for a in assigns if self.m.span(a)[1] <= use_start]
+        before = [a for a in assigns if self.module.span(a)[1] <= use_start]
         if not before:
             raise Unprovable(why)
-        last = max(before, key=lambda a: self.m.span(a)[0])
-        if self._scope(last) is not use_scope or id(self.m.parent_of(last)) not in use_ancestors:
+        last = max(before, key=lambda a: self.module.span(a)[0])
+        if self._scope(last) is not use_scope or id(self.module.parent_of(last)) not in use_ancestors:
             raise Unprovable(why)
-        last_end = self.m.span(last)[1]
+        last_end = self.module.span(last)[1]
         for a in assigns:
             if a is last:
                 continue
-            start = self.m.span(a)[0]
+            start = self.module.span(a)[0]
             if last_end <= start < use_start:
                 raise Unprovable(why)
             if start > use_start:  # later in a loop that also contains the use?
@@ -457,10 +459,10 @@ class PositionalPlanner:
 
     def _ancestor_nodes(self, node: ast.AST) -> list[ast.AST]:
         out = []
-        parent = self.m.parent_of(node)
+        parent = self.module.parent_of(node)
         while parent is not None:
             out.append(parent)
-            parent = self.m.parent_of(parent)
+            parent = self.module.parent_of(parent)
         return out
 
     def _ancestors(self, node: ast.AST) -> set[int]:
@@ -470,11 +472,11 @@ class PositionalPlanner:
         for n in self._ancestor_nodes(node):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
                 return n
-        return self.m.tree
+        return self.module.tree
 
 
-def _edit(planner: PositionalPlanner, chain: Chain, axes: Axes) -> list[tuple[int, int, str]]:
-    module = planner.m
+def _edit(planner: PositionalPlanner, chain: Chain, axes: Axes) -> list[Edit]:
+    module = planner.module
     if isinstance(chain.base, ast.Call) and planner._is_ps(chain.base.func) == "ambiguous":
         raise Unprovable("the name may also refer to a local definition")
     parent_node = module.parent_of(chain.node)
@@ -491,7 +493,7 @@ def _edit(planner: PositionalPlanner, chain: Chain, axes: Axes) -> list[tuple[in
         mesh = f"{chain.base.id}.mesh"
     ns = planner.namer.sharding("NamedSharding")
     p = planner.namer.sharding("PartitionSpec", "P")
-    return [(*module.span(chain.node), f"{ns}({mesh}, {p}({_spec(state.spec)}))")]
+    return [Edit(*module.span(chain.node), f"{ns}({mesh}, {p}({_spec(state.spec)}))")]
 
 
 def _replicates_all(op: ast.expr) -> bool:
@@ -512,7 +514,7 @@ def _spec(spec: tuple[tuple[str, ...], ...]) -> str:
     return ", ".join("None" if not s else f'"{s[0]}"' if len(s) == 1 else _tuple(s) for s in spec)
 
 
-def plan_positional(module: Module, plan: Plan, sites: frozenset[tuple[int, int]] | None) -> list[Site]:
+def plan_positional(module: ParsedModule, plan: Plan, sites: frozenset[tuple[int, int]] | None) -> list[Site]:
     planner = PositionalPlanner(module, plan)
     planner.discover()
     if not planner.ctors:
@@ -535,11 +537,11 @@ def plan_positional(module: Module, plan: Plan, sites: frozenset[tuple[int, int]
 
     for chain in chains:
         find(base_key(chain))
-        assign = planner.m.parent_of(chain.node)
+        assign = planner.module.parent_of(chain.node)
         if isinstance(assign, ast.Assign) and assign.value is chain.node and id(assign) in planner.var_of_assign:
             union(base_key(chain), ("var", planner.var_of_assign[id(assign)]))
     reasons: dict[object, str] = {}
-    edits: dict[object, list[tuple[int, int, str]]] = {}
+    edits: dict[object, list[Edit]] = {}
     for key in planner.ps_vars:
         for assign in planner.assigns[key]:
             if planner.chain(assign.value) is None:

@@ -24,12 +24,14 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 
 from jaxmigrate import catalogue
-from jaxmigrate.lint.context import SourceText
-from jaxmigrate.lint.legacy import catches_import_error
-from jaxmigrate.migrate._sharding_common import Module, Namer, Plan, Site, Unprovable, apply, parse_module
+from jaxmigrate.core.source import SourceText
+from jaxmigrate.core.fallbacks import catches_import_error
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import ParsedModule, as_module
+from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable, apply
 from jaxmigrate.names import LOCAL, PARTIAL, ImportBinding
 
 __all__ = ["Site", "analyse_experimental_maps", "analyse_partition_spec", "analyse_shard_map",
@@ -55,20 +57,20 @@ def renames() -> dict[str, str]:
     return table
 
 
-def analyse_experimental_maps(text: str) -> list[Site]:
-    return _analyse(text, "JM303")
+def analyse_experimental_maps(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, "JM303")
 
 
-def analyse_partition_spec(text: str) -> list[Site]:
-    return _analyse(text, "JM304")
+def analyse_partition_spec(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, "JM304")
 
 
-def analyse_shard_map(text: str) -> list[Site]:
-    return _analyse(text, "JM305")
+def analyse_shard_map(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, "JM305")
 
 
-def analyse_tree_aliases(text: str) -> list[Site]:
-    return _analyse(text, "JM601")
+def analyse_tree_aliases(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, "JM601")
 
 
 def rewrite(text: str, sites: Sites = None) -> str:
@@ -87,8 +89,8 @@ def rewrite(text: str, sites: Sites = None) -> str:
     return apply(text, plan)
 
 
-def _analyse(text: str, code: str) -> list[Site]:
-    planner = _planner(text)
+def _analyse(source: ParsedModule | str, code: str) -> list[Site]:
+    planner = _planner(source)
     if planner is None:
         return []
     return [planner.site(position, node)[0] for position, node in sorted(planner.mentions((code,)).items())]
@@ -108,22 +110,25 @@ class _Plan(Plan):
         self.dropped += other.dropped
 
 
-@lru_cache(maxsize=2)
-def _planner(text: str) -> "_Planner | None":
-    """One planner per text: the four rules analysing a file share it (it is only read)."""
-    module = parse_module(text)
-    return None if module is None else _Planner(module)
+def _planner(source: ParsedModule | str) -> "_Planner | None":
+    """One planner per module: the four rules analysing a file share it (it is only read)."""
+    module = as_module(source)
+    if module is None:
+        return None
+    if "moved_names" not in module.shared:
+        module.shared["moved_names"] = _Planner(module)
+    return module.shared["moved_names"]
 
 
 class _Planner:
-    def __init__(self, module: Module) -> None:
-        self.m = module
+    def __init__(self, module: ParsedModule) -> None:
+        self.module = module
         self.renames = renames()
         self.by_id: dict[str, list[ast.Name]] = {}
         self.strings: set[str] = set()  # `__all__` entries, string annotations: uses we cannot see
         self.declared: set[str] = set()  # global / nonlocal
         self.fallbacks: set[int] = set()  # imports in `except ImportError:`, left alone by the rules
-        for node in ast.walk(self.m.tree):
+        for node in ast.walk(self.module.tree):
             if isinstance(node, ast.Name):
                 self.by_id.setdefault(node.id, []).append(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
@@ -139,9 +144,9 @@ class _Planner:
         import aliases, the outermost legacy link of an attribute chain (links share a position),
         names a star import brought in. `maps.Mesh` is reported (and planned) at the import of maps."""
         found: dict[tuple[int, int], ast.AST] = {}
-        names = self.m.names
-        for node in ast.walk(self.m.tree):
-            if isinstance(node, ast.alias) and id(self.m.parent_of(node)) not in self.fallbacks:
+        names = self.module.names
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.alias) and id(self.module.parent_of(node)) not in self.fallbacks:
                 quals = [self._alias_qualname(node)]
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 base = _base(node)
@@ -154,8 +159,8 @@ class _Planner:
             else:
                 continue
             if any(_code(q) in codes for q in quals if q):
-                position, old = self.m.position(node), found.get(self.m.position(node))
-                if old is None or _size(self.m, node) > _size(self.m, old):
+                position, old = self.module.position(node), found.get(self.module.position(node))
+                if old is None or _size(self.module, node) > _size(self.module, old):
                     found[position] = node
         return found
 
@@ -173,13 +178,13 @@ class _Planner:
         if isinstance(node, ast.Name) or (isinstance(node, ast.alias) and node.name == "*"):
             raise Unprovable("it comes from a star import; import it by name and the fix applies")
         if isinstance(node, ast.alias):
-            stmt, qual = self.m.parent_of(node), self._alias_qualname(node)
+            stmt, qual = self.module.parent_of(node), self._alias_qualname(node)
             if qual == MAPS:
                 return self._plan_maps_import(stmt, node, plan)
             if qual in self.renames and isinstance(stmt, ast.ImportFrom):
                 return self._plan_from_import(stmt, node, qual, plan)
             raise Unprovable(_manual(qual))
-        targets = self.m.names.resolve(node)
+        targets = self.module.names.resolve(node)
         if len(targets) != 1 or targets[0].name == LOCAL or targets[0].partials:
             raise Unprovable("the name may also refer to a local definition")
         if targets[0].name not in self.renames:
@@ -191,16 +196,16 @@ class _Planner:
         if qual == SHARD_MAP:
             self._plan_shard_map(chain, plan)
         base = _base(chain)
-        prefix = self.m.names.qualified_name(base) if isinstance(base, ast.Name) else None
+        prefix = self.module.names.qualified_name(base) if isinstance(base, ast.Name) else None
         if prefix is None:
             raise Unprovable("the name may also refer to a local definition")
-        if self.m.has_comment(chain):
+        if self.module.has_comment(chain):
             raise Unprovable("a comment inside the dotted name would be lost")
         if new.startswith(prefix + "."):  # keep the user's alias: J.tree_map -> J.tree.map
-            plan.edits.append((self.m.span(base)[1], self.m.span(chain)[1], new[len(prefix):]))
+            plan.edits.append(Edit(self.module.span(base)[1], self.module.span(chain)[1], new[len(prefix):]))
             return
-        plan.edits.append((*self.m.span(chain), self._spell(new, plan)))
-        plan.dropped += [b.node for b in self.m.names.bindings(base) if isinstance(b, ImportBinding)]
+        plan.edits.append(Edit(*self.module.span(chain), self._spell(new, plan)))
+        plan.dropped += [b.node for b in self.module.names.bindings(base) if isinstance(b, ImportBinding)]
 
     def _plan_from_import(self, stmt: ast.ImportFrom, alias: ast.alias, qual: str, plan: _Plan) -> None:
         new, local = self.renames[qual], alias.asname or alias.name
@@ -213,7 +218,7 @@ class _Planner:
                 if local in self.strings or local in self.declared or not self._uses(alias):
                     raise Unprovable("the imported name may be used where its uses cannot be seen")
                 spelled = self._spell(new, trial)
-                trial.edits += [(*self.m.span(use), spelled) for use in self._uses(alias)]
+                trial.edits += [Edit(*self.module.span(use), spelled) for use in self._uses(alias)]
             except Unprovable:
                 pass  # keep the local name: `from jax.tree import map as tree_map`
             else:
@@ -225,13 +230,13 @@ class _Planner:
     def _plan_maps_import(self, stmt: ast.stmt, alias: ast.alias, plan: _Plan) -> None:
         """`jax.experimental.maps` imported as a module: fixable when all it serves is `Mesh`."""
         dotted = isinstance(stmt, ast.Import) and not alias.asname  # `import jax.experimental.maps`
-        refs = [node for node in ast.walk(self.m.tree) if isinstance(node, ast.Attribute)
-                and self.m.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
+        refs = [node for node in ast.walk(self.module.tree) if isinstance(node, ast.Attribute)
+                and self.module.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
                 ] if dotted else self._uses(alias)
         if not refs:
             raise Unprovable(_manual(MAPS))
         for ref in refs:
-            member = self.m.parent_of(ref)
+            member = self.module.parent_of(ref)
             if not (isinstance(member, ast.Attribute) and isinstance(member.ctx, ast.Load)):
                 raise Unprovable(f"the module itself is used on line {ref.lineno}; " + _manual(MAPS))
             if f"{MAPS}.{member.attr}" not in self.renames:
@@ -241,21 +246,21 @@ class _Planner:
             plan.dropped.append(alias)
             return
         # It binds `jax`: deleted where another `import jax` stays, else it becomes one.
-        start, end = self.m.span(stmt)
-        line, after = self.m.src.line_starts[stmt.lineno - 1], self.m.text.find("\n", end) + 1 or len(self.m.text)
-        others = [b for b in self.m.names.module_scope.bindings.get("jax", []) if isinstance(b, ImportBinding)
+        start, end = self.module.span(stmt)
+        line, after = self.module.src.line_starts[stmt.lineno - 1], self.module.text.find("\n", end) + 1 or len(self.module.text)
+        others = [b for b in self.module.names.module_scope.bindings.get("jax", []) if isinstance(b, ImportBinding)
                   and b.node is not alias and b.node.name == "jax" and not b.node.asname]
-        alone = not (self.m.text[line:start] + self.m.text[end:after]).strip() and len(stmt.names) == 1
-        plan.edits.append((line, after, "") if others and alone else (*self.m.span(alias), "jax"))
+        alone = not (self.module.text[line:start] + self.module.text[end:after]).strip() and len(stmt.names) == 1
+        plan.edits.append(Edit(line, after, "") if others and alone else Edit(*self.module.span(alias), "jax"))
 
     # -- shard_map -------------------------------------------------------------------------
 
     def _plan_shard_map(self, ref: ast.expr, plan: _Plan) -> None:
-        parent = self.m.parent_of(ref)
+        parent = self.module.parent_of(ref)
         if isinstance(parent, ast.Call) and parent.func is ref:
             return self._convert(parent, 0, plan, direct=True)
         if (isinstance(parent, ast.Call) and parent.args and parent.args[0] is ref
-                and self.m.names.candidates(parent.func) == PARTIAL):
+                and self.module.names.candidates(parent.func) == PARTIAL):
             self._convert(parent, 1, plan, direct=False)
             for call, first in self._through(parent):  # calls made through the partial
                 args = self._checked(call, first, {})
@@ -281,10 +286,11 @@ class _Planner:
         starts = self._argument_starts(call)
         for index, arg in enumerate(args[1:], 1):
             keyword, at = _PARAMS[index].replace("check_rep", "check_vma"), starts[first + index]
-            if isinstance(arg, ast.NamedExpr) and at == self.m.span(arg)[0]:  # `m := x` needs parentheses
-                plan.edits += [(at, at, f"{keyword}=("), (self.m.span(arg)[1],) * 2 + (")",)]
+            if isinstance(arg, ast.NamedExpr) and at == self.module.span(arg)[0]:  # `m := x` needs parentheses
+                close = self.module.span(arg)[1]
+                plan.edits += [Edit(at, at, f"{keyword}=("), Edit(close, close, ")")]
             else:
-                plan.edits.append((at, at, f"{keyword}="))
+                plan.edits.append(Edit(at, at, f"{keyword}="))
         self._rename_check_rep(call, plan)
 
     def _checked(self, call: ast.Call, first: int, given: dict) -> list[ast.expr]:
@@ -308,16 +314,16 @@ class _Planner:
     def _rename_check_rep(self, call: ast.Call, plan: _Plan) -> None:
         for keyword in call.keywords:
             if keyword.arg == "check_rep":
-                at = self.m.src.offset(keyword.lineno, keyword.col_offset)
-                plan.edits.append((at, at + len("check_rep"), "check_vma"))
+                at = self.module.src.offset(keyword.lineno, keyword.col_offset)
+                plan.edits.append(Edit(at, at + len("check_rep"), "check_vma"))
 
     def _through(self, partial: ast.Call):
         """(call, index of its first shard_map argument) of each call through ``partial``, and of
         each further ``functools.partial`` of it."""
-        for node in ast.walk(self.m.tree):
+        for node in ast.walk(self.module.tree):
             if isinstance(node, ast.Call) and node is not partial:
-                again = self.m.names.candidates(node.func) == PARTIAL and bool(node.args)
-                targets = self.m.names.resolve(node if again else node.func)
+                again = self.module.names.candidates(node.func) == PARTIAL and bool(node.args)
+                targets = self.module.names.resolve(node if again else node.func)
                 if any(partial in t.partials for t in targets):
                     if len(targets) > 1:
                         raise Unprovable(f"the call on line {node.lineno} may also call something else")
@@ -325,8 +331,8 @@ class _Planner:
 
     def _argument_starts(self, call: ast.Call) -> list[int]:
         """Where each top-level argument of ``call`` starts, parentheses around it included."""
-        start = self.m.span(call.func)[1]
-        fragment = self.m.text[start:self.m.span(call)[1]]
+        start = self.module.span(call.func)[1]
+        fragment = self.module.text[start:self.module.span(call)[1]]
         lines, starts, depth, expect = SourceText(fragment).line_starts, [], 0, False
         try:
             for tok in tokenize.generate_tokens(io.StringIO(fragment).readline):
@@ -356,35 +362,35 @@ class _Planner:
         """``qualname`` through the module's own aliases (longest first), else from ``jax``."""
         parts = qualname.split(".")
         for k in range(len(parts), 0, -1):
-            if alias := self.m.module_alias(".".join(parts[:k])):
+            if alias := self.module.module_alias(".".join(parts[:k])):
                 return ".".join([alias, *parts[k:]])
-        return ".".join([Namer(self.m, plan).jax(), *parts[1:]])
+        return ".".join([Namer(self.module, plan).jax(), *parts[1:]])
 
     def _uses(self, alias: ast.alias) -> list[ast.Name]:
         """The names reading the import ``alias``; Unprovable when one may also read something else."""
         uses = [n for n in self.by_id.get(alias.asname or alias.name, ()) if self._reads(n, alias)]
         for use in uses:
-            if len(self.m.names.bindings(use)) > 1 or isinstance(use.ctx, ast.Del):
+            if len(self.module.names.bindings(use)) > 1 or isinstance(use.ctx, ast.Del):
                 raise Unprovable(f"`{use.id}` on line {use.lineno} may also be something else")
         return uses
 
-    def unused(self, alias: ast.alias, edits: list[tuple[int, int, str]]) -> bool:
+    def unused(self, alias: ast.alias, edits: list[Edit]) -> bool:
         """Whether the (sorted) ``edits`` replace every name that reads the import ``alias``."""
-        starts = [edit[0] for edit in edits]
+        starts = [edit.start for edit in edits]
         for name in self.by_id.get((alias.asname or alias.name).partition(".")[0], ()):
             if self._reads(name, alias):
-                start, end = self.m.span(name)
+                start, end = self.module.span(name)
                 index = bisect.bisect_right(starts, start) - 1
-                if index < 0 or edits[index][1] < end or edits[index][0] == edits[index][1]:
+                if index < 0 or edits[index].end < end or edits[index].start == edits[index].end:
                     return False
         return True
 
     def _reads(self, name: ast.AST, alias: ast.alias) -> bool:
         return isinstance(name, ast.Name) and any(
-            isinstance(b, ImportBinding) and b.node is alias for b in self.m.names.bindings(name))
+            isinstance(b, ImportBinding) and b.node is alias for b in self.module.names.bindings(name))
 
     def _alias_qualname(self, alias: ast.alias) -> str | None:
-        stmt = self.m.parent_of(alias)
+        stmt = self.module.parent_of(alias)
         if isinstance(stmt, ast.Import):
             return alias.name
         if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
@@ -392,27 +398,27 @@ class _Planner:
         return None
 
     def import_key(self, alias: ast.alias) -> tuple[str, str | None, str | None]:
-        stmt = self.m.parent_of(alias)
+        stmt = self.module.parent_of(alias)
         if isinstance(stmt, ast.ImportFrom):
             return (stmt.module or "", alias.name, alias.asname)
         return (alias.name, None, alias.asname)
 
     # -- import statements (LibCST, only when writing) -------------------------------------
 
-    def render_imports(self, moved) -> list[tuple[int, int, str]]:
+    def render_imports(self, moved) -> list[Edit]:
         statements: dict[int, tuple[ast.ImportFrom, dict[int, str]]] = {}
         for stmt, alias, new in moved:
             statements.setdefault(id(stmt), (stmt, {}))[1][id(alias)] = new
         return [edit for stmt, targets in statements.values() for edit in self._render_import(stmt, targets)]
 
-    def _render_import(self, stmt: ast.ImportFrom, targets: dict[int, str]) -> list[tuple[int, int, str]]:
+    def _render_import(self, stmt: ast.ImportFrom, targets: dict[int, str]) -> list[Edit]:
         """Edits moving the aliases in ``targets``: the statement edited in place when all of it goes
         to one module; else it keeps the rest and the moved names follow on lines of their own,
         each with the comment it had."""
         import libcst as cst  # only when a fix is written
 
-        start, end = self.m.span(stmt)
-        module = cst.parse_module(self.m.text[start:end])
+        start, end = self.module.span(stmt)
+        module = cst.parse_module(self.module.text[start:end])
         node = module.body[0].body[0]
         news = [targets.get(id(alias)) for alias in stmt.names]
         homes = {new.rpartition(".")[0] for new in news if new}
@@ -423,7 +429,7 @@ class _Planner:
                 asname = None if local is None else cst_alias.asname or cst.AsName(name=cst.Name(local))
                 names.append(cst_alias.with_changes(name=cst.Name(new.rpartition(".")[2]), asname=asname))
             node = node.with_changes(module=cst.parse_expression(homes.pop()), names=names)
-            return [(start, end, module.code_for_node(node))]
+            return [Edit(start, end, module.code_for_node(node))]
         added: dict[str, tuple[list[str], list[str]]] = {}
         for cst_alias, alias, new in zip(node.names, stmt.names, news):
             if new:
@@ -451,13 +457,13 @@ class _Planner:
         if kept:
             lines.insert(0, module.code_for_node(node.with_changes(names=kept)))
             notes.insert(0, "")
-        indent = self.m.text[self.m.src.line_starts[stmt.lineno - 1]:start]
-        line_end = self.m.src.line_starts[stmt.end_lineno - 1] + len(self.m.src.line(stmt.end_lineno))
-        rest = self.m.text[end:line_end].strip()
+        indent = self.module.text[self.module.src.line_starts[stmt.lineno - 1]:start]
+        line_end = self.module.src.line_starts[stmt.end_lineno - 1] + len(self.module.src.line(stmt.end_lineno))
+        rest = self.module.text[end:line_end].strip()
         if indent.strip() or (rest and not rest.startswith("#")):  # `if x: from ...` / `...; y = 1`
-            return [(start, end, "; ".join(lines))]
-        after = "".join(self.m.src.newline + indent + line + note for line, note in zip(lines[1:], notes[1:]))
-        return [(start, end, lines[0]), (line_end, line_end, after)]
+            return [Edit(start, end, "; ".join(lines))]
+        after = "".join(self.module.src.newline + indent + line + note for line, note in zip(lines[1:], notes[1:]))
+        return [Edit(start, end, lines[0]), Edit(line_end, line_end, after)]
 
 
 def _uncommented(cst, whitespace):
@@ -494,6 +500,6 @@ def _base(chain: ast.expr) -> ast.expr:
     return chain
 
 
-def _size(module: Module, node: ast.AST) -> int:
+def _size(module: ParsedModule, node: ast.AST) -> int:
     start, end = module.span(node)
     return end - start

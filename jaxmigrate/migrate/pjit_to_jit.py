@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from jaxmigrate.migrate._pjit_sites import PjitSite, plan_pjit
-from jaxmigrate.migrate._sharding_common import Plan, apply, parse_module
+from jaxmigrate.core.module import parse_module
+from jaxmigrate.migrate._plan import Plan, apply
 
 __all__ = ["PjitSite", "analyse_pjit", "fix_safe", "fix_unsafe", "rewrite_pjit"]
 

@@ -49,9 +49,9 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.migrate._sharding_common import (
-    Module, Namer, Plan, Site, Unprovable, apply, literal_ints, parse_module,
-)
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import ParsedModule, as_module, parse_module
+from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable, apply, literal_ints
 from jaxmigrate.migrate._sharding_positional import plan_positional
 from jaxmigrate.names import ImportBinding, ValueBinding
 
@@ -117,40 +117,40 @@ _PJIT = frozenset({"jax.experimental.pjit.pjit", "jax.pjit"})
 # -- public API ------------------------------------------------------------------------------
 
 
-def analyse_positional_sharding(text: str) -> list[Site]:
-    return _analyse(text, _plan_positional)
+def analyse_positional_sharding(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, _plan_positional)
 
 
 def rewrite_positional_sharding(text: str, sites: Sites = None) -> str:
     return _rewrite(text, sites, _plan_positional)
 
 
-def analyse_legacy_device_put(text: str) -> list[Site]:
-    return _analyse(text, _plan_device_put)
+def analyse_legacy_device_put(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, _plan_device_put)
 
 
 def rewrite_legacy_device_put(text: str, sites: Sites = None) -> str:
     return _rewrite(text, sites, _plan_device_put)
 
 
-def analyse_flax_replication(text: str) -> list[Site]:
-    return _analyse(text, _plan_flax_replication)
+def analyse_flax_replication(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, _plan_flax_replication)
 
 
 def rewrite_flax_replication(text: str, sites: Sites = None) -> str:
     return _rewrite(text, sites, _plan_flax_replication)
 
 
-def analyse_create_device_mesh(text: str) -> list[Site]:
-    return _analyse(text, _plan_create_device_mesh)
+def analyse_create_device_mesh(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, _plan_create_device_mesh)
 
 
 def rewrite_create_device_mesh(text: str, sites: Sites = None) -> str:
     return _rewrite(text, sites, _plan_create_device_mesh)
 
 
-def analyse_mesh_context_manager(text: str) -> list[Site]:
-    return _analyse(text, _plan_with_mesh)
+def analyse_mesh_context_manager(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, _plan_with_mesh)
 
 
 def rewrite_mesh_context_manager(text: str, sites: Sites = None) -> str:
@@ -168,9 +168,9 @@ def rewrite_all(text: str) -> str:
 # -- driver ----------------------------------------------------------------------------------
 
 
-def _analyse(text: str, planner) -> list[Site]:
+def _analyse(source: ParsedModule | str, planner) -> list[Site]:
     """Every site and what can be done there; plans but writes nothing (the lint rules call this)."""
-    module = parse_module(text)
+    module = as_module(source)
     return [] if module is None else planner(module, Plan(), None)
 
 
@@ -183,17 +183,17 @@ def _rewrite(text: str, sites: Sites, planner) -> str:
     return apply(text, plan)
 
 
-def _plan_positional(module: Module, plan: Plan, sites: Sites) -> list[Site]:
+def _plan_positional(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     return plan_positional(module, plan, sites)
 
 
-def _selected(module: Module, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:
+def _selected(module: ParsedModule, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:
     positions = module.mention_positions(expr)
     pos = min(positions) if positions else module.position(expr)
     return pos, sites is None or bool(positions & sites)
 
 
-def _resolves(module: Module, expr: ast.expr, names: frozenset[str]) -> str | None:
+def _resolves(module: ParsedModule, expr: ast.expr, names: frozenset[str]) -> str | None:
     """The one name of ``names`` ``expr`` refers to; Unprovable when it may also be something else."""
     candidates = module.names.candidates(expr)
     hit = candidates & names
@@ -204,7 +204,7 @@ def _resolves(module: Module, expr: ast.expr, names: frozenset[str]) -> str | No
     return next(iter(hit))
 
 
-def _import_removals(module: Module, plan: Plan, qualnames: set[str]) -> None:
+def _import_removals(module: ParsedModule, plan: Plan, qualnames: set[str]) -> None:
     for binding, _scope in module.names.imports():
         for qual in qualnames:
             if binding.qualname == qual and "." in qual:
@@ -215,7 +215,7 @@ def _import_removals(module: Module, plan: Plan, qualnames: set[str]) -> None:
 # -- device_put_replicated / device_put_sharded ----------------------------------------------
 
 
-def _plan_device_put(module: Module, plan: Plan, sites: Sites) -> list[Site]:
+def _plan_device_put(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     out: dict[tuple[int, int], Site] = {}
     namer = Namer(module, plan)
     used: set[str] = set()
@@ -247,14 +247,14 @@ def _plan_device_put(module: Module, plan: Plan, sites: Sites) -> list[Site]:
             continue
         out.setdefault(pos, Site(*pos, True, None))
         if selected:
-            plan.edits.append((*module.span(node), helper))
+            plan.edits.append(Edit(*module.span(node), helper))
             plan.helpers[helper] = source.format(jax=jax)
             used.add(qual)
     _import_removals(module, plan, used)
     return sorted(out.values(), key=lambda s: (s.line, s.column))
 
 
-def _is_our_helper(module: Module, name: str) -> bool:
+def _is_our_helper(module: ParsedModule, name: str) -> bool:
     for stmt in module.tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
             return _MARK in (ast.get_docstring(stmt) or "")
@@ -266,7 +266,7 @@ def _is_our_helper(module: Module, name: str) -> bool:
 _FLAX = frozenset({"flax.jax_utils.replicate", "flax.jax_utils.unreplicate"})
 
 
-def _plan_flax_replication(module: Module, plan: Plan, sites: Sites) -> list[Site]:
+def _plan_flax_replication(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     """``replicate(tree, devices=None)`` -> ``_device_put_replicated(tree, devices or
     jax.local_devices())``, ``unreplicate(tree)`` -> ``jax.tree.map(lambda x: x[0], tree)``: what
     flax's own helpers do, spelled with JAX 0.10 API (flax's replicate calls the removed
@@ -303,7 +303,7 @@ def _plan_flax_replication(module: Module, plan: Plan, sites: Sites) -> list[Sit
             continue
         out[pos] = Site(*pos, True, None)
         if selected:
-            plan.edits.append((*module.span(parent), new))
+            plan.edits.append(Edit(*module.span(parent), new))
             used.add(qual)
     _import_removals(module, plan, used)
     if used:  # `from flax import jax_utils` / `import flax` reached them; dropped if now unused
@@ -316,7 +316,7 @@ def _plan_flax_replication(module: Module, plan: Plan, sites: Sites) -> list[Sit
     return sorted(out.values(), key=lambda s: (s.line, s.column))
 
 
-def _flax_call(module: Module, namer: Namer, call: ast.Call, qual: str) -> str:
+def _flax_call(module: ParsedModule, namer: Namer, call: ast.Call, qual: str) -> str:
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         raise Unprovable("called with *args or **kwargs")
     if module.has_comment(call):
@@ -347,7 +347,7 @@ def _flax_call(module: Module, namer: Namer, call: ast.Call, qual: str) -> str:
 # -- create_device_mesh + Mesh -> make_mesh --------------------------------------------------
 
 
-def _plan_create_device_mesh(module: Module, plan: Plan, sites: Sites) -> list[Site]:
+def _plan_create_device_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     out: list[Site] = []
     namer = Namer(module, plan)
     rewritten = False
@@ -367,7 +367,7 @@ def _plan_create_device_mesh(module: Module, plan: Plan, sites: Sites) -> list[S
             continue
         out.append(Site(*pos, True, None))
         if selected:
-            plan.edits.append((*module.span(mesh_call), new))
+            plan.edits.append(Edit(*module.span(mesh_call), new))
             if drop is not None:
                 plan.edits.append(drop)
             rewritten = True
@@ -377,7 +377,7 @@ def _plan_create_device_mesh(module: Module, plan: Plan, sites: Sites) -> list[S
     return sorted(set(out), key=lambda s: (s.line, s.column))
 
 
-def _mesh_consumer(module: Module, call: ast.Call) -> tuple[ast.Call, tuple[int, int, str] | None]:
+def _mesh_consumer(module: ParsedModule, call: ast.Call) -> tuple[ast.Call, Edit | None]:
     """The ``Mesh(<this device array>, names)`` call that is the only consumer of ``call``, and the
     edit deleting ``devices = create_device_mesh(...)`` when it went through such a variable."""
     why = "its device array is used other than as the devices of one `Mesh(...)`; create_device_mesh still exists in 0.10"
@@ -415,10 +415,10 @@ def _mesh_consumer(module: Module, call: ast.Call) -> tuple[ast.Call, tuple[int,
         raise Unprovable("the device-array assignment shares its line with other code")
     if module.span(holder)[0] < end:
         raise Unprovable(why)
-    return holder, (line_start, line_end, "")
+    return holder, Edit(line_start, line_end, "")
 
 
-def _make_mesh_call(module: Module, namer: Namer, cdm: ast.Call, mesh_call: ast.Call) -> str:
+def _make_mesh_call(module: ParsedModule, namer: Namer, cdm: ast.Call, mesh_call: ast.Call) -> str:
     if not _resolves(module, mesh_call.func, _MESH):
         raise Unprovable("its device array is used other than as the devices of a `jax.sharding.Mesh`; "
                          "create_device_mesh still exists in 0.10")
@@ -450,7 +450,7 @@ def _make_mesh_call(module: Module, namer: Namer, cdm: ast.Call, mesh_call: ast.
 # -- with mesh: -> with jax.set_mesh(mesh): --------------------------------------------------
 
 
-def _plan_with_mesh(module: Module, plan: Plan, sites: Sites) -> list[Site]:
+def _plan_with_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     out: list[Site] = []
     namer = Namer(module, plan)
     # In 0.10.2 `pjit` resolves bare PartitionSpecs against `with mesh:` only, and `jit` against
@@ -488,11 +488,11 @@ def _plan_with_mesh(module: Module, plan: Plan, sites: Sites) -> list[Site]:
                 continue
             out.append(Site(*pos, True, None))
             if sites is None or pos in sites:
-                plan.edits.append((*module.span(expr), new))
+                plan.edits.append(Edit(*module.span(expr), new))
     return sorted(out, key=lambda s: (s.line, s.column))
 
 
-def _mesh_kind(module: Module, expr: ast.expr) -> str | None:
+def _mesh_kind(module: ParsedModule, expr: ast.expr) -> str | None:
     """'auto' / 'explicit' for a mesh constructor call (or a name bound only to such calls)."""
     if isinstance(expr, ast.Call):
         if _resolves(module, expr.func, _MESH):
@@ -524,7 +524,7 @@ def _axis_types(call: ast.Call, position: int) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == "axis_types"), None)
 
 
-def _all_auto(module: Module, types: ast.expr | None) -> bool:
+def _all_auto(module: ParsedModule, types: ast.expr | None) -> bool:
     """``(AxisType.Auto,) * n`` or a tuple of ``AxisType.Auto``."""
     if types is None:
         return False

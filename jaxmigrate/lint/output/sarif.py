@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import jaxmigrate
 from jaxmigrate.lint import registry
-from jaxmigrate.lint.context import SourceText
+from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.output import Report
 from jaxmigrate.lint.rule import Edit, Finding, Fix
 

@@ -22,7 +22,7 @@ from rich.control import strip_control_codes
 from rich.text import Text
 
 from jaxmigrate.lint import registry
-from jaxmigrate.lint.context import SourceText
+from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.output import Report
 from jaxmigrate.lint.output.summary import fix_applies, summary_line
 from jaxmigrate.lint.rule import Finding, Safety

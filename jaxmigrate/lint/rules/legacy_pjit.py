@@ -190,7 +190,7 @@ class LegacyPjit(LegacyNameRule):
             # Imported here, once a file mentions pjit: the planner (ast only, no LibCST) and the
             # mesh analysis it shares with the sharding codemods would cost every run ~25 ms.
             from jaxmigrate.migrate._pjit_sites import plan_pjit
-            from jaxmigrate.migrate._sharding_common import Module, Plan
+            from jaxmigrate.migrate._plan import Plan
 
-            self._sites = plan_pjit(Module(ctx.text), Plan())
+            self._sites = plan_pjit(ctx.module, Plan())
         return self._sites

@@ -1,0 +1,46 @@
+"""Positions: ast's (1-based line, UTF-8 byte column) to text offsets and back."""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from functools import cached_property
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a line break, no more
+
+
+class SourceText:
+    """Maps between ast positions (1-based line, UTF-8 byte column) and text offsets."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    def offset(self, line: int, byte_col: int) -> int:
+        start = self.line_starts[line - 1]
+        line_text = self.line(line)
+        if line_text.isascii():
+            return start + byte_col
+        return start + len(line_text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def line(self, line: int) -> str:
+        """The text of a 1-based line, without its line break."""
+        start = self.line_starts[line - 1]
+        end = self.line_starts[line] if line < len(self.line_starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, character column) of a text offset."""
+        line = bisect.bisect_right(self.line_starts, offset)
+        return line, offset - self.line_starts[line - 1] + 1
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        start = self.offset(node.lineno, node.col_offset)
+        end = self.offset(node.end_lineno, node.end_col_offset)
+        return start, end
+
+    @cached_property
+    def newline(self) -> str:
+        match = _NEWLINE.search(self.text)
+        return match.group() if match else "\n"

@@ -1,0 +1,112 @@
+"""A codemod's plan and how it is applied: decide on ``ast``, splice text, fix imports with LibCST.
+
+Every codemod (pmap, pjit, the sharding APIs, moved names) is a planner: it reads a
+``core.module.ParsedModule`` through the one resolver and returns a ``Plan`` - text edits at exact
+source spans (so everything outside a rewritten expression keeps its bytes, comments and layout)
+plus the imports and module-level helpers they need - and ``apply`` makes it. LibCST is loaded
+only when a plan changes imports or adds helpers (``_cst_apply``), never on the check path.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from jaxmigrate.core.edits import Edit, splice
+from jaxmigrate.core.module import ParsedModule
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place a lint rule reports (1-based line, 1-based character column) and what the codemod
+    can do there: rewrite it, or keep it for ``reason``."""
+
+    line: int
+    column: int
+    rewritable: bool
+    reason: str | None = None
+
+
+class Unprovable(Exception):
+    """Raised while planning a site whose rewrite cannot be shown to keep its meaning."""
+
+
+@dataclass
+class Plan:
+    """Text edits plus the imports and helpers they need."""
+
+    edits: list[Edit] = field(default_factory=list)
+    add_imports: set[tuple[str, str | None, str | None]] = field(default_factory=set)
+    remove_imports: set[tuple[str, str | None, str | None]] = field(default_factory=set)
+    helpers: dict[str, str] = field(default_factory=dict)  # name -> source of a top-level def
+
+
+class Namer:
+    """Spells jax names in the module's own terms: its aliases first, a new import when the short
+    name is free, else the attribute path from the module's ``jax`` alias."""
+
+    def __init__(self, module: ParsedModule, plan: Plan) -> None:
+        self.module = module
+        self.plan = plan
+
+    def jax(self) -> str:
+        alias = self.module.module_alias("jax")
+        if alias:
+            return alias
+        if self.module.free("jax"):
+            self.plan.add_imports.add(("jax", None, None))
+            return "jax"
+        raise Unprovable("the name `jax` is bound to something else here, so jax cannot be named")
+
+    def numpy(self) -> str:
+        alias = self.module.module_alias("numpy")
+        if alias:
+            return alias
+        if self.module.free("np"):
+            self.plan.add_imports.add(("numpy", None, "np"))
+            return "np"
+        raise Unprovable("the name `np` is bound to something other than numpy here")
+
+    def sharding(self, obj: str, short: str | None = None) -> str:
+        """``jax.sharding.<obj>`` as this module can spell it (``short`` is a preferred alias)."""
+        for qualname in (f"jax.sharding.{obj}", f"jax.{obj}"):
+            alias = self.module.module_alias(qualname)
+            if alias:
+                return alias
+        name = short or obj
+        if self.module.free(name):
+            self.plan.add_imports.add(("jax.sharding", obj, short if short and short != obj else None))
+            return name
+        return f"{self.jax()}.sharding.{obj}"
+
+
+def apply(text: str, plan: Plan) -> str:
+    """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
+    if not plan.edits and not plan.helpers:
+        return text
+    out = splice(text, plan.edits)
+    if not (plan.helpers or plan.add_imports or plan.remove_imports):
+        return out  # nothing for LibCST to do: no parse of the whole module
+    # LibCST loads only here, when a fix is written: lint rules call the planners on the check
+    # path, which must not pay for importing it.
+    from jaxmigrate.migrate._cst_apply import add_helpers_and_imports
+
+    return add_helpers_and_imports(out, plan.helpers, plan.add_imports, plan.remove_imports)
+
+
+def literal_ints(node: ast.expr) -> tuple[int, ...] | None:
+    """``(4, 2)`` / ``[4, 2]`` / ``8`` / ``-1`` as ints, or None when not a literal."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        values = [literal_int(e) for e in node.elts]
+        return None if any(v is None for v in values) else tuple(values)  # type: ignore[arg-type]
+    value = literal_int(node)
+    return None if value is None else (value,)
+
+
+def literal_int(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = literal_int(node.operand)
+        return None if inner is None else -inner
+    return None
