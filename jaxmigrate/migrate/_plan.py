@@ -1,10 +1,10 @@
-"""A codemod's plan and how it is applied: decide on ``ast``, splice text, fix imports with LibCST.
+"""A codemod's plan and how it is applied: decide on ``ast``, splice text, write imports.
 
 Every codemod (pmap, pjit, the sharding APIs, moved names) is a planner: it reads a
 ``core.module.ParsedModule`` through the one resolver and returns a ``Plan`` - text edits at exact
 source spans (so everything outside a rewritten expression keeps its bytes, comments and layout)
-plus the imports and module-level helpers they need - and ``apply`` makes it. LibCST is loaded
-only when a plan changes imports or adds helpers (``_cst_apply``), never on the check path.
+plus the imports and module-level helpers they need - and ``apply`` makes it, imports and helpers
+written in the file's own grouping by ``_imports``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.migrate._imports import write_imports
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,8 @@ def apply(text: str, plan: Plan) -> str:
         return text
     out = splice(text, plan.edits)
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
-        return out  # nothing for LibCST to do: no parse of the whole module
-    # LibCST loads only here, when a fix is written: lint rules call the planners on the check
-    # path, which must not pay for importing it.
-    from jaxmigrate.migrate._cst_apply import add_helpers_and_imports
-
-    return add_helpers_and_imports(out, plan.helpers, plan.add_imports, plan.remove_imports)
+        return out
+    return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers)
 
 
 def literal_ints(node: ast.expr) -> tuple[int, ...] | None:

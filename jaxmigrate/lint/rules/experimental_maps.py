@@ -75,6 +75,6 @@ class ExperimentalMaps(SiteFixes, LegacyNameRule):
         ),
         Invalid(
             "import jax.experimental.maps as maps\nm = maps.Mesh(devs, ('x',))\n",
-            expected="import jax\n\nm = jax.sharding.Mesh(devs, ('x',))\n",
+            expected="import jax\nm = jax.sharding.Mesh(devs, ('x',))\n",
         ),
     ]

@@ -69,7 +69,7 @@ class ExperimentalPartitionSpec(SiteFixes, LegacyNameRule):
         ),
         Invalid(
             "import jax.experimental.pjit as pj\ns = pj.PartitionSpec('x')\n",
-            expected="import jax\n\ns = jax.sharding.PartitionSpec('x')\n",
+            expected="import jax\ns = jax.sharding.PartitionSpec('x')\n",
         ),
         Invalid("from jax.experimental import *\ns = PartitionSpec('x')\n"),
     ]

@@ -70,7 +70,7 @@ class ExperimentalShardMap(SiteFixes, LegacyNameRule):
         ),
         Invalid(
             "import jax.experimental.shard_map as shmap\nf = shmap.shard_map(g, m, s, s)\n",
-            expected="import jax\n\nf = jax.shard_map(g, mesh=m, in_specs=s, out_specs=s)\n",
+            expected="import jax\nf = jax.shard_map(g, mesh=m, in_specs=s, out_specs=s)\n",
         ),
         Invalid(
             "import jax\nf = jax.experimental.shard_map.shard_map(g, m, s, s, check_rep=False)\n",

@@ -99,13 +99,13 @@ class LegacyPjit(LegacyNameRule):
     ]
     INVALID = [
         Invalid("from jax.experimental.pjit import pjit\nstep = pjit(f)\n",
-                expected="import jax\n\nstep = jax.jit(f)\n"),
+                expected="import jax\nstep = jax.jit(f)\n"),
         Invalid("import jax.experimental.pjit as pj\nstep = pj.pjit(f)\n",
-                expected="import jax\n\nstep = jax.jit(f)\n"),
+                expected="import jax\nstep = jax.jit(f)\n"),
         Invalid("import jax\nstep = jax.experimental.pjit.pjit(f)\n",
                 expected="import jax\nstep = jax.jit(f)\n"),
         Invalid("from jax.experimental import pjit as pjit_mod\nstep = pjit_mod.pjit(f)\n",
-                expected="import jax\n\nstep = jax.jit(f)\n"),
+                expected="import jax\nstep = jax.jit(f)\n"),
         # Kept: the star import may bind `jax` itself.
         Invalid("from jax.experimental.pjit import *\nstep = pjit(f)\n"),
         Invalid("import jax as J\nfrom jax.experimental.pjit import pjit\n\n@pjit\ndef step(x):\n    return x\n",

@@ -67,8 +67,8 @@ class PositionalSharding(SiteFixes, LegacyNameRule):
             """,
             expected="""
             import jax
-            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
             import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
             s = NamedSharding(Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y")), P("x", None))
             """,

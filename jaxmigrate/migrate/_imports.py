@@ -1,0 +1,333 @@
+"""A plan's imports and helpers, written the way the file already writes them.
+
+New imports join the group of their kind (standard library or third-party) in sorted position, or
+extend an existing ``from M import ...`` of the same module; a kind with no group gets one of its
+own in the usual order. An import is removed only when the plan's edits made it unused: it was read
+before the rewrite and is not after (a pre-existing unused import may be there for its side
+effects). Generated helpers go after the module's import block. Blank lines, comments and every
+byte outside the touched lines are kept. Text edits on ``ast`` positions, no LibCST: this runs for
+every fixed file.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterable
+
+from jaxmigrate.core.edits import Edit, splice
+from jaxmigrate.core.source import SourceText
+from jaxmigrate.names import ImportBinding, NameResolver
+
+ImportKey = tuple[str, "str | None", "str | None"]  # (module, object or None, alias or None)
+
+_STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+
+
+def write_imports(original: str, text: str, add: Iterable[ImportKey], remove: Iterable[ImportKey],
+                  helpers: dict[str, str]) -> str:
+    """``text`` (``original`` with a plan's edits made) with ``remove`` taken out where the edits
+    made them unused, ``add`` added, and ``helpers`` (name -> source of a def) after the imports."""
+    # Added first: a new import joins the group of one the plan then removes, taking its place.
+    for key in sorted(add, key=str):
+        text = _add(text, key)
+    for key in sorted(remove, key=str):
+        text = _remove(original, text, key)
+    if helpers:
+        text = _insert_helpers(text, helpers)
+    return text
+
+
+# -- the module's import block ---------------------------------------------------------------
+
+
+class _Header:
+    """The top-level import statements that form the module's import block, in groups (runs of
+    import statements with no blank line or other statement between them)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.source = SourceText(text)
+        self.tree = ast.parse(text)
+        body = self.tree.body
+        self.docstring = (body[0] if body and isinstance(body[0], ast.Expr)
+                          and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+                          else None)
+        first = next((i for i, stmt in enumerate(body) if _is_import(stmt)), None)
+        block: list[ast.stmt] = []
+        if first is not None:
+            for stmt in body[first:]:
+                if not _is_import(stmt):
+                    break
+                block.append(stmt)
+        self.block = block
+        self.groups: list[list[ast.stmt]] = []
+        for stmt in block:
+            if self.groups and stmt.lineno == self.groups[-1][-1].end_lineno + 1:
+                self.groups[-1].append(stmt)
+            else:
+                self.groups.append([stmt])
+
+    @property
+    def newline(self) -> str:
+        return self.source.newline
+
+    def line_start(self, line: int) -> int:
+        return self.source.line_starts[line - 1]
+
+    def line_end(self, line: int) -> int:
+        """Offset just past line ``line``'s line break (the end of the text on the last line)."""
+        starts = self.source.line_starts
+        return starts[line] if line < len(starts) else len(self.text)
+
+
+def _is_import(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, (ast.Import, ast.ImportFrom))
+
+
+def _module_of(stmt: ast.stmt) -> str:
+    if isinstance(stmt, ast.Import):
+        return stmt.names[0].name
+    return "." * stmt.level + (stmt.module or "")
+
+
+def _kind(module: str) -> str:
+    if module == "__future__":
+        return "future"
+    if module.startswith("."):
+        return "local"
+    return "stdlib" if module.partition(".")[0] in _STDLIB else "third-party"
+
+
+_ORDER = {"future": 0, "stdlib": 1, "third-party": 2, "local": 3}
+
+
+def _group_kind(group: list[ast.stmt]) -> str:
+    kinds = [_kind(_module_of(stmt)) for stmt in group]
+    return max(set(kinds), key=kinds.count)
+
+
+def _binds(alias: ast.alias, key: ImportKey, stmt: ast.stmt) -> bool:
+    module, obj, asname = key
+    if obj is None:
+        return isinstance(stmt, ast.Import) and alias.name == module and alias.asname == asname
+    return (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module == module
+            and alias.name == obj and alias.asname == asname)
+
+
+# -- removing ----------------------------------------------------------------------------------
+
+
+def _import_aliases(tree: ast.AST, key: ImportKey) -> list[tuple[ast.stmt, ast.alias]]:
+    """Every import (in any scope) that binds ``key``."""
+    return [(stmt, alias) for stmt in ast.walk(tree) if _is_import(stmt)
+            for alias in stmt.names if _binds(alias, key, stmt)]
+
+
+def _read(tree: ast.Module, alias: ast.alias, name: str) -> bool:
+    """Whether any name in the module reads the binding ``alias`` made (scope by scope, as Python
+    looks names up), or ``__all__`` exports it."""
+    resolver = NameResolver(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Store):
+            if any(isinstance(b, ImportBinding) and b.node is alias for b in resolver.bindings(node)):
+                return True
+    return any(isinstance(node, ast.Constant) and node.value == name for node in _all_lists(tree))
+
+
+def _all_lists(tree: ast.Module):
+    for stmt in tree.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and stmt.value is not None:
+            yield from ast.walk(stmt.value)
+
+
+def _bound_name(key: ImportKey) -> str:
+    module, obj, asname = key
+    return asname or obj or module.partition(".")[0]
+
+
+def _remove(original: str, text: str, key: ImportKey) -> str:
+    """``text`` without the import of ``key`` where the plan's edits made it unused: read in
+    ``original``, and no longer in ``text``."""
+    name = _bound_name(key)
+    before = ast.parse(original)
+    if not any(_read(before, alias, name) for _, alias in _import_aliases(before, key)):
+        return text  # it was never used: not this plan's to remove
+    header = _Header(text)
+    for stmt, alias in _import_aliases(header.tree, key):
+        if _read(header.tree, alias, name):
+            continue
+        if len(stmt.names) == 1:
+            start, end = header.line_start(stmt.lineno), header.line_end(stmt.end_lineno)
+            code_start, code_end = header.source.span(stmt)
+            if text[start:code_start].strip() or text[code_end:end].strip():
+                continue  # shares its line with other code: leave it
+            return _remove(original, splice(text, [Edit(start, end, "")]), key)
+        return _remove(original, splice(text, [_drop_alias(header, stmt, alias)]), key)
+    return text
+
+
+def _drop_alias(header: _Header, stmt: ast.stmt, alias: ast.alias) -> Edit:
+    """The edit that takes ``alias`` and one neighbouring comma out of ``stmt``'s name list."""
+    text, span = header.text, header.source.span
+    names = stmt.names
+    index = names.index(alias)
+    start, end = span(alias)
+    if index + 1 < len(names):
+        end = span(names[index + 1])[0]
+        if "\n" in text[start:end]:  # one name per line: drop the whole line
+            return Edit(header.line_start(alias.lineno), header.line_start(names[index + 1].lineno), "")
+    else:
+        start = span(names[index - 1])[1]
+        if "\n" in text[start:span(alias)[0]]:
+            line_start = header.line_start(alias.lineno)
+            line_end = header.line_end(alias.lineno)
+            return Edit(line_start, line_end, "")
+    return Edit(start, end, "")
+
+
+# -- adding ------------------------------------------------------------------------------------
+
+
+def _statement(key: ImportKey) -> str:
+    module, obj, asname = key
+    alias = f" as {asname}" if asname else ""
+    return f"import {module}{alias}" if obj is None else f"from {module} import {obj}{alias}"
+
+
+def _add(text: str, key: ImportKey) -> str:
+    header = _Header(text)
+    module, obj, asname = key
+    for stmt in header.tree.body:
+        if _is_import(stmt) and any(_binds(alias, key, stmt) for alias in stmt.names):
+            return text  # already there
+    if obj is not None:
+        for stmt in header.block:
+            if (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module == module
+                    and stmt.names[0].name != "*"):
+                return splice(text, [_extend(header, stmt, f"{obj} as {asname}" if asname else obj)])
+    nl = header.newline
+    line = _statement(key)
+    kind = _kind(module)
+    same = [group for group in header.groups if _group_kind(group) == kind]
+    if same:
+        return splice(text, [_into_group(header, same[0], line, module, obj is not None)])
+    if header.groups:
+        after = [g for g in header.groups if _ORDER[_group_kind(g)] < _ORDER[kind]]
+        if after:  # a new group after the last group of an earlier kind
+            end = header.line_end(after[-1][-1].end_lineno)
+            return splice(text, [Edit(end, end, f"{nl}{line}{nl}")])
+        start = header.line_start(header.groups[0][0].lineno)
+        return splice(text, [Edit(start, start, f"{line}{nl}{nl}")])
+    if header.docstring is not None:
+        end = header.line_end(header.docstring.end_lineno)
+        return splice(text, [Edit(end, end, f"{nl}{line}{nl}")])
+    start = _after_leading_comments(text)
+    return splice(text, [Edit(start, start, f"{line}{nl}")])
+
+
+def _extend(header: _Header, stmt: ast.ImportFrom, name: str) -> Edit:
+    """``name`` added to an existing ``from M import a, b``, in sorted position when the names are
+    sorted, else last; a parenthesised one-name-per-line list gets a line of its own."""
+    text, span = header.text, header.source.span
+    names = stmt.names
+    shown = [text[slice(*span(alias))] for alias in names]
+    sorted_names = shown == sorted(shown, key=str.lower)
+    index = len(names)
+    if sorted_names:
+        index = next((i for i, s in enumerate(shown) if s.lower() > name.lower()), len(names))
+    one_per_line = len(names) > 1 and all(a.lineno != b.lineno for a, b in zip(names, names[1:]))
+    if one_per_line:
+        if index < len(names):
+            start = header.line_start(names[index].lineno)
+            indent = text[start:span(names[index])[0]]
+            return Edit(start, start, f"{indent}{name},{header.newline}")
+        last = names[-1]
+        end = span(last)[1]
+        trailing = text[end:end + 1] == ","
+        indent = text[header.line_start(last.lineno):span(last)[0]]
+        at = end + 1 if trailing else end
+        return Edit(at, at, f"{'' if trailing else ','}{header.newline}{indent}{name}{',' if trailing else ''}")
+    if index < len(names):
+        start = span(names[index])[0]
+        return Edit(start, start, f"{name}, ")
+    end = span(names[-1])[1]
+    return Edit(end, end, f", {name}")
+
+
+def _into_group(header: _Header, group: list[ast.stmt], line: str, module: str, is_from: bool) -> Edit:
+    """``line`` inserted into ``group`` where a sorted group would have it."""
+    def key(stmt: ast.stmt) -> str:
+        return _module_of(stmt).lower()
+
+    plain_first = all(isinstance(a, ast.Import) or isinstance(b, ast.ImportFrom)
+                      for a, b in zip(group, group[1:]))
+    for stmt in group:
+        if plain_first and is_from and isinstance(stmt, ast.Import):
+            continue
+        if (plain_first and not is_from and isinstance(stmt, ast.ImportFrom)) or key(stmt) > module.lower():
+            start = header.line_start(stmt.lineno)
+            return Edit(start, start, f"{line}{header.newline}")
+    end = header.line_end(group[-1].end_lineno)
+    if end == len(header.text) and not header.text.endswith(("\n", "\r")):
+        return Edit(end, end, f"{header.newline}{line}")
+    return Edit(end, end, f"{line}{header.newline}")
+
+
+def _after_leading_comments(text: str) -> int:
+    """Offset after a shebang / encoding cookie / leading comment lines."""
+    at = 0
+    for match in re.finditer(r"[^\r\n]*(?:\r\n|\r|\n|$)", text):
+        if not match.group().startswith("#") or not match.group():
+            break
+        at = match.end()
+    return at
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _insert_helpers(text: str, helpers: dict[str, str]) -> str:
+    header = _Header(text)
+    defined = {stmt.name for stmt in header.tree.body if isinstance(stmt, ast.FunctionDef)}
+    new = [source for name, source in helpers.items() if name not in defined]
+    if not new:
+        return text
+    nl = header.newline
+    indent = _indent_unit(header)
+    blocks = [_reindent(source.strip("\n"), indent).replace("\n", nl) for source in new]
+    body = f"{nl}{nl}{nl}".join(blocks)
+    anchor = header.block[-1] if header.block else header.docstring
+    if anchor is None:
+        at = _after_leading_comments(text)
+        return text[:at] + body + nl + nl + nl + text[at:].lstrip("\r\n")
+    at = header.line_end(anchor.end_lineno)
+    rest = text[at:]
+    stripped = rest.lstrip("\r\n")
+    tail = nl + nl + nl if stripped else nl
+    return text[:at] + nl + nl + body + tail + stripped
+
+
+def _indent_unit(header: _Header) -> str:
+    for node in ast.walk(header.tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.With)) and node.body:
+            first = node.body[0]
+            line = header.source.line(first.lineno)
+            outer = header.source.line(node.lineno)
+            inner = line[: len(line) - len(line.lstrip())]
+            outer_indent = outer[: len(outer) - len(outer.lstrip())]
+            if inner.startswith(outer_indent) and len(inner) > len(outer_indent):
+                return inner[len(outer_indent):]
+    return "    "
+
+
+def _reindent(source: str, unit: str) -> str:
+    if unit == "    ":
+        return source
+    lines = []
+    for line in source.split("\n"):
+        stripped = line.lstrip(" ")
+        lines.append(unit * ((len(line) - len(stripped)) // 4) + stripped)
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""A plan's imports and helpers land where the file's author would have put them (issue 13:
+imports in the right group, no eaten blank lines, only imports a fix made unused are removed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jaxmigrate.migrate._imports import write_imports
+
+JAX = ("jax", None, None)
+FUNCTOOLS = ("functools", None, None)
+NAMED_SHARDING = ("jax.sharding", "NamedSharding", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "add", "expected"),
+    [
+        pytest.param(
+            "import os\n\nimport numpy as np\n\nx = 1\n", [FUNCTOOLS],
+            "import functools\nimport os\n\nimport numpy as np\n\nx = 1\n",
+            id="a standard-library module joins the standard-library group, sorted"),
+        pytest.param(
+            "import os\n\nimport numpy as np\n\nx = 1\n", [JAX],
+            "import os\n\nimport jax\nimport numpy as np\n\nx = 1\n",
+            id="a third-party module joins the third-party group, sorted"),
+        pytest.param(
+            "import numpy as np\n\nx = 1\n", [FUNCTOOLS],
+            "import functools\n\nimport numpy as np\n\nx = 1\n",
+            id="no standard-library group yet: a new one before the third-party group"),
+        pytest.param(
+            "import os\n\nx = 1\n", [JAX],
+            "import os\n\nimport jax\n\nx = 1\n",
+            id="no third-party group yet: a new one after the standard library"),
+        pytest.param(
+            '"""Doc."""\n\nx = 1\n', [JAX],
+            '"""Doc."""\n\nimport jax\n\nx = 1\n',
+            id="no imports: after the docstring, its blank line kept"),
+        pytest.param(
+            "#!/usr/bin/env python\n# A comment.\nx = 1\n", [JAX],
+            "#!/usr/bin/env python\n# A comment.\nimport jax\nx = 1\n",
+            id="no imports, no docstring: after the leading comments"),
+        pytest.param(
+            "from jax.sharding import Mesh, PartitionSpec\n", [NAMED_SHARDING],
+            "from jax.sharding import Mesh, NamedSharding, PartitionSpec\n",
+            id="a name joins an existing from-import of its module, sorted"),
+        pytest.param(
+            "from jax.sharding import (\n    Mesh,\n    PartitionSpec,\n)\n", [NAMED_SHARDING],
+            "from jax.sharding import (\n    Mesh,\n    NamedSharding,\n    PartitionSpec,\n)\n",
+            id="one name per line: a line of its own"),
+        pytest.param(
+            "import jax\n", [JAX], "import jax\n",
+            id="already imported: nothing added"),
+        pytest.param(
+            "import os\r\n\r\nimport numpy as np\r\n", [JAX],
+            "import os\r\n\r\nimport jax\r\nimport numpy as np\r\n",
+            id="CRLF file: CRLF lines"),
+        pytest.param(
+            "pass  # jaxmigrate-magic-0\n# jaxmigrate-notebook-cell-boundary\nimport numpy as np\n\nx = 1\n",
+            [JAX],
+            "pass  # jaxmigrate-magic-0\n# jaxmigrate-notebook-cell-boundary\nimport jax\nimport numpy as np\n\nx = 1\n",
+            id="notebook: into the imports' cell, not the !pip cell above it"),
+    ],
+)
+def test_added_imports(text, add, expected):
+    assert write_imports(text, text, set(add), set(), {}) == expected
+
+
+PJIT = ("jax.experimental.pjit", "pjit", None)
+
+
+@pytest.mark.parametrize(
+    ("original", "edited", "remove", "expected"),
+    [
+        pytest.param(
+            "import flax\nfrom jax.experimental.pjit import pjit\n\nf = pjit(g)\n",
+            "import flax\nfrom jax.experimental.pjit import pjit\n\nf = jax.jit(g)\n",
+            [PJIT, ("flax", None, None)],
+            "import flax\n\nf = jax.jit(g)\n",
+            id="only an import the edits made unused goes; a pre-existing unused one stays"),
+        pytest.param(
+            "from jax.experimental.pjit import pjit, with_sharding_constraint\n\nf = pjit(g)\nw = with_sharding_constraint\n",
+            "from jax.experimental.pjit import pjit, with_sharding_constraint\n\nf = jax.jit(g)\nw = with_sharding_constraint\n",
+            [PJIT],
+            "from jax.experimental.pjit import with_sharding_constraint\n\nf = jax.jit(g)\nw = with_sharding_constraint\n",
+            id="one name of several: the others stay"),
+        pytest.param(
+            "from jax.experimental.pjit import pjit\n\ndef pjit_user(pjit):\n    return pjit\n\nf = pjit(g)\n",
+            "from jax.experimental.pjit import pjit\n\ndef pjit_user(pjit):\n    return pjit\n\nf = jax.jit(g)\n",
+            [PJIT],
+            "\ndef pjit_user(pjit):\n    return pjit\n\nf = jax.jit(g)\n",
+            id="a parameter of the same name is not a use of the import"),
+        pytest.param(
+            "from jax.experimental.pjit import pjit\n__all__ = ['pjit']\nf = pjit(g)\n",
+            "from jax.experimental.pjit import pjit\n__all__ = ['pjit']\nf = jax.jit(g)\n",
+            [PJIT],
+            "from jax.experimental.pjit import pjit\n__all__ = ['pjit']\nf = jax.jit(g)\n",
+            id="exported in __all__: kept"),
+        pytest.param(
+            "def f():\n    from jax.experimental.pjit import pjit\n\n    return pjit(g)\n",
+            "def f():\n    from jax.experimental.pjit import pjit\n\n    return jax.jit(g)\n",
+            [PJIT],
+            "def f():\n\n    return jax.jit(g)\n",
+            id="a function-level import the edits made unused"),
+    ],
+)
+def test_removed_imports(original, edited, remove, expected):
+    assert write_imports(original, edited, set(), set(remove), {}) == expected
+
+
+HELPER = "def _helper(x):\n    return x\n"
+
+
+def test_helper_goes_after_the_imports_with_two_blank_lines_each_side():
+    text = '"""Doc."""\n\nimport jax\n\nx = 1\n'
+    assert write_imports(text, text, set(), set(), {"_helper": HELPER}) == (
+        '"""Doc."""\n\nimport jax\n\n\ndef _helper(x):\n    return x\n\n\nx = 1\n'
+    )
+
+
+def test_helper_follows_the_files_indentation_and_is_written_once():
+    text = "import jax\n\n\ndef f():\n  return 1\n"
+    once = write_imports(text, text, set(), set(), {"_helper": HELPER})
+    assert "def _helper(x):\n  return x\n" in once
+    assert write_imports(once, once, set(), set(), {"_helper": HELPER}) == once
+
+
+def test_helper_in_a_notebook_goes_into_the_imports_cell():
+    text = ("pass  # jaxmigrate-magic-0\n# jaxmigrate-notebook-cell-boundary\nimport jax\n"
+            "# jaxmigrate-notebook-cell-boundary\nx = 1\n")
+    new = write_imports(text, text, set(), set(), {"_helper": HELPER})
+    cells = new.split("# jaxmigrate-notebook-cell-boundary\n")
+    assert cells[0] == "pass  # jaxmigrate-magic-0\n"
+    assert "def _helper" in cells[1]
