@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable
-from jaxmigrate.migrate.sharding_apis import _mesh_kind
+from jaxmigrate.migrate._meshes import check_auto_mesh, scope_bindings, visible_meshes, with_mesh
 from jaxmigrate.names import LOCAL, ImportBinding, OpaqueBinding, ValueBinding
 
 PJIT = "jax.experimental.pjit.pjit"
@@ -50,14 +51,11 @@ _SPEC = frozenset({"jax.sharding.PartitionSpec", "jax.P", "jax.experimental.Part
                    "jax.experimental.pjit.PartitionSpec", "jax.interpreters.pxla.PartitionSpec"})
 _SHARDING = frozenset({"jax.sharding.NamedSharding", "jax.NamedSharding", "jax.sharding.SingleDeviceSharding",
                        "jax.sharding.GSPMDSharding", "jax.sharding.PositionalSharding"})
-_MESH = frozenset({"jax.sharding.Mesh", "jax.make_mesh", "jax.sharding.make_mesh"})
-_LEGACY_MESH = frozenset({"jax.experimental.maps.Mesh", "jax.interpreters.pxla.Mesh"})  # no axis types yet
 _SHARD_MAP = frozenset({"jax.shard_map", "jax.experimental.shard_map.shard_map"})
 _MESH_READERS = frozenset({"jax.sharding.get_abstract_mesh", "jax.sharding.get_mesh", "jax.sharding.reshard",
                            "jax.sharding.use_abstract_mesh"})
 _SPEC_TAKERS = frozenset({*_SPEC, *_SHARDING, PJIT, "jax.lax.with_sharding_constraint",
                           "jax.experimental.pjit.with_sharding_constraint"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 
 Sites = frozenset[tuple[int, int]] | None
 
@@ -272,13 +270,13 @@ def _mesh(module: ParsedModule, app: _App) -> tuple[str, str | None]:
     is bound to (a module-level name only when the application is in a ``with`` itself: importers
     may call it too)."""
     label, uses = _uses(module, app)
-    here = _with_mesh(module, app.node)
-    visible = _visible_meshes(module, app.node)
+    here = with_mesh(module, app.node)
+    visible = visible_meshes(module, app.node)
     if uses == [] and here is not None:
         return here[0], None
-    if uses and (here is not None or not isinstance(_scope_node(module, app.node), ast.Module)):
+    if uses and (here is not None or not isinstance(enclosing_scope(module, app.node), ast.Module)):
         try:
-            around = {found[:2] if (found := _with_mesh(module, use)) else None for use in uses}
+            around = {found[:2] if (found := with_mesh(module, use)) else None for use in uses}
         except Unprovable:
             around = {None}
         if len(around) == 1 and (only := around.pop()) is not None:
@@ -295,7 +293,7 @@ def _mesh(module: ParsedModule, app: _App) -> tuple[str, str | None]:
         raise Unprovable(f"several meshes are in scope ({', '.join(f'`{m}`' for m in visible)}); which one a "
                          "`with` around the call enters is only known at run time")
     ((name, bindings),) = visible.items()
-    _check_mesh(module, name, bindings)
+    check_auto_mesh(module, name, bindings)
     return name, f"assumes {label} is called under `with {name}:` (the one mesh in scope)"
 
 
@@ -303,7 +301,7 @@ def _called_under(module: ParsedModule, app: _App) -> str | None:
     """A mesh the jitted function is seen to be called under (at once, or through its name)."""
     for node in [app.node, *(_uses(module, app)[1] or ())]:
         try:
-            found = _with_mesh(module, node)
+            found = with_mesh(module, node)
         except Unprovable:
             continue
         if found is not None:
@@ -324,7 +322,7 @@ def _uses(module: ParsedModule, app: _App) -> tuple[str, list[ast.Name] | None]:
         name, anchor = holder.targets[0].id, holder
     else:
         name, anchor = app.node.name, app.node
-    bound = _scope_bindings(module, anchor, name)
+    bound = scope_bindings(module, anchor, name)
     if len(bound) != 1:
         return f"`{name}`", None
     uses = []
@@ -336,98 +334,6 @@ def _uses(module: ParsedModule, app: _App) -> tuple[str, list[ast.Name] | None]:
                 return f"`{name}`", None
             uses.append(use)
     return f"`{name}`", uses
-
-
-def _is_mesh(module: ParsedModule, bindings: list) -> bool:
-    """Whether any of these bindings makes a mesh."""
-    calls = [b.value for b in bindings if isinstance(b, ValueBinding) and isinstance(b.value, ast.Call)]
-    return any(module.names.qualified_name(c.func) in _LEGACY_MESH or _mesh_kind(module, c) for c in calls)
-
-
-def _check_mesh(module: ParsedModule, name: str, bindings: list) -> None:
-    """Refuse a mesh name bound more than once, or to a mesh that may have Explicit axes."""
-    if len(bindings) != 1 or not isinstance(bindings[0], ValueBinding):
-        raise Unprovable(f"`{name}` is bound more than once, so its mesh is not known")
-    call = bindings[0].value
-    if module.names.qualified_name(call.func) not in _LEGACY_MESH and _mesh_kind(module, call) != "auto":
-        raise Unprovable(f"the mesh `{name}` may have Explicit axes (jax.make_mesh's default since JAX 0.9): "
-                         "pjit would also trace the function with sharding in types")
-
-
-def _with_mesh(module: ParsedModule, node: ast.AST) -> tuple[str, ValueBinding, ast.With] | None:
-    """The mesh (name, binding) the nearest ``with`` of the same scope enters around ``node``.
-    Context managers entered after it (or in a ``with`` without a mesh) may enter a mesh of their
-    own, so they make the site unprovable."""
-    child, parent = node, module.parent_of(node)
-    while parent is not None and not isinstance(parent, _SCOPES):
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and any(s is child for s in parent.body):
-            for item in reversed(parent.items):  # the last mesh entered is the one pjit sees
-                expr = item.context_expr
-                bindings = module.names.bindings(expr) if isinstance(expr, ast.Name) else []
-                if isinstance(expr, ast.Name) and _is_mesh(module, bindings):
-                    _check_mesh(module, expr.id, bindings)
-                    return expr.id, bindings[0], parent
-                if isinstance(expr, ast.Call) and module.names.qualified_name(expr.func) in _MESH | _LEGACY_MESH:
-                    raise Unprovable("the mesh of this `with` has no name to bind the PartitionSpecs to; "
-                                     "assign it to a variable first")
-                raise Unprovable(f"inside `with {module.segment(expr)}:`, which may enter a mesh of its own")
-        child, parent = parent, module.parent_of(parent)
-    return None
-
-
-def _scope_node(module: ParsedModule, node: ast.AST) -> ast.AST | None:
-    scope_node = module.parent_of(node)
-    while scope_node is not None and not isinstance(scope_node, _SCOPES):
-        scope_node = module.parent_of(scope_node)
-    return scope_node
-
-
-def _scope_bindings(module: ParsedModule, node: ast.AST, name: str) -> list:
-    """The bindings of ``name`` in the scope ``node`` sits in."""
-    scope_node = _scope_node(module, node)
-    for scope in module.names.scopes:
-        if scope.node is scope_node:
-            return list(scope.bindings.get(name, []))
-    return []
-
-
-def _inside(module: ParsedModule, node: ast.AST, with_node: ast.AST) -> bool:
-    while node is not None and node is not with_node:
-        if isinstance(node, _SCOPES):
-            return False
-        node = module.parent_of(node)
-    return node is with_node
-
-
-def _visible_meshes(module: ParsedModule, node: ast.AST) -> dict[str, list]:
-    """The mesh names (and their bindings) the scopes around ``node`` see, bound before it in its
-    own scope; a name that may or may not be a mesh counts too."""
-    ancestors = []
-    current = module.parent_of(node)
-    while current is not None:
-        if isinstance(current, _SCOPES):
-            ancestors.append(current)
-        current = module.parent_of(current)
-    by_node = {id(s.node): s for s in module.names.scopes}
-    found: dict[str, list] = {}
-    seen: set[str] = set()
-    for depth, scope_node in enumerate(ancestors):
-        scope = by_node.get(id(scope_node))
-        if scope is None or (scope.is_class and depth):
-            continue
-        for name, bindings in scope.bindings.items():
-            if name in seen:
-                continue
-            seen.add(name)
-            try:
-                if not _is_mesh(module, bindings):
-                    continue
-            except Unprovable:
-                pass
-            if depth == 0 and all(getattr(b, "value", node).lineno > node.lineno for b in bindings):
-                continue  # bound only after the application, in its own scope
-            found[name] = bindings
-    return found
 
 
 def _jax(module: ParsedModule, namer: Namer, ref: ast.expr) -> str:

@@ -28,6 +28,9 @@ class Site:
     reason: str | None = None
 
 
+Sites = frozenset[tuple[int, int]] | None  # the positions a fix run rewrites; None: every provable one
+
+
 class Unprovable(Exception):
     """Raised while planning a site whose rewrite cannot be shown to keep its meaning."""
 
@@ -89,6 +92,33 @@ def apply(text: str, plan: Plan) -> str:
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
         return out
     return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers)
+
+
+def selected(module: ParsedModule, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:
+    """Where the lint rules report ``expr`` (its first mention), and whether this run rewrites it."""
+    positions = module.mention_positions(expr)
+    pos = min(positions) if positions else module.position(expr)
+    return pos, sites is None or bool(positions & sites)
+
+
+def resolves(module: ParsedModule, expr: ast.expr, names: frozenset[str]) -> str | None:
+    """The one name of ``names`` ``expr`` refers to; Unprovable when it may also be something else."""
+    candidates = module.names.candidates(expr)
+    hit = candidates & names
+    if not hit:
+        return None
+    if len(candidates) > 1:
+        raise Unprovable("the name may also refer to a local definition")
+    return next(iter(hit))
+
+
+def remove_imports_of(module: ParsedModule, plan: Plan, qualnames: set[str]) -> None:
+    """Schedule the removal of the imports of ``qualnames`` (done only where the edits made them unused)."""
+    for binding, _scope in module.names.imports():
+        for qual in qualnames:
+            if binding.qualname == qual and "." in qual:
+                mod, _, obj = qual.rpartition(".")
+                plan.remove_imports.add((mod, obj, binding.node.asname))
 
 
 def literal_ints(node: ast.expr) -> tuple[int, ...] | None:

@@ -35,91 +35,20 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.flow import reaching_assignment
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable, literal_ints
+from jaxmigrate.migrate._positional_grid import Axes, Chain, State, mesh_axes
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 PS_NAMES = frozenset({"jax.sharding.PositionalSharding", "jax.experimental.PositionalSharding"})
 DEVICE_LISTS = frozenset({"jax.devices", "jax.local_devices"})
 CREATE_DEVICE_MESH = frozenset({"jax.experimental.mesh_utils.create_device_mesh"})
-AXIS_NAMES = ("x", "y", "z", "w", "v", "u")
 OPS = frozenset({"reshape", "replicate", "transpose", "T"})
 # Sharding-interface attributes that mean the same on a NamedSharding of the same devices.
 SAME_ATTRS = frozenset({"device_set", "memory_kind", "is_fully_addressable", "addressable_devices"})
-
-
-@dataclass(frozen=True)
-class State:
-    shape: tuple[int | None, ...]  # the id grid's shape (None: unknown length of a device list)
-    spec: tuple[tuple[str, ...], ...]  # per grid dim: the mesh axes splitting it, major first
-    fresh: bool  # the grid is the flat device list reshaped (no replicate/transpose since)
-
-
-@dataclass
-class Chain:
-    node: ast.expr
-    base: ast.expr  # a PositionalSharding(...) call or a Name
-    ops: list[ast.expr] = field(default_factory=list)  # innermost first
-
-
-@dataclass(frozen=True)
-class Axes:
-    """The one mesh of a component: sizes (None: an unknown device count) and names."""
-
-    sizes: tuple[int | None, ...]
-    names: tuple[str, ...]
-
-    def spec_for(self, shape: tuple[int | None, ...]) -> tuple[tuple[str, ...], ...]:
-        """The mesh axes each grid dim spans, the grid being the flat device list reshaped."""
-        if self.sizes == (None,):
-            return tuple(() if n == 1 else self.names for n in shape)
-        if None in shape:  # a device list of (statically) unknown length, as long as the mesh
-            shape = tuple(math.prod(self.sizes) if n is None else n for n in shape)  # type: ignore[arg-type]
-        spec, i, = [], 0
-        for n in shape:
-            group, size = [], 1
-            while size < n:  # type: ignore[operator]
-                size *= self.sizes[i]  # type: ignore[operator]
-                group.append(self.names[i])
-                i += 1
-            if size != n:
-                raise Unprovable("a grid shape does not line up with the others' mesh axes")
-            spec.append(tuple(group))
-        return tuple(spec)
-
-    def fresh(self, shape: tuple[int | None, ...]) -> State:
-        return State(shape, self.spec_for(shape), True)
-
-
-def mesh_axes(shapes: list[tuple[int | None, ...]]) -> Axes:
-    """The coarsest mesh whose axes every grid shape groups in order: split at every cumulative
-    product of every shape (reshape(4, 2) and reshape(2, 4) of 8 devices: a 2x2x2 mesh)."""
-    totals = {math.prod(s) for s in shapes if None not in s}  # type: ignore[arg-type]
-    if len(totals) > 1:
-        raise Unprovable("the grids have different device counts")
-    if not totals:
-        return Axes((None,), ("x",))
-    total = totals.pop()
-    cuts = {total}
-    for shape in shapes:
-        if None in shape:
-            continue
-        acc = 1
-        for n in shape:
-            acc *= n  # type: ignore[operator]
-            cuts.add(acc)
-    cuts.discard(1)
-    sizes, prev = [], 1
-    for cut in sorted(cuts):
-        if cut % prev:
-            raise Unprovable("the grid shapes cannot share one mesh (their splits do not nest)")
-        sizes.append(cut // prev)
-        prev = cut
-    names = AXIS_NAMES[: len(sizes)] if len(sizes) <= len(AXIS_NAMES) else tuple(f"a{i}" for i in range(len(sizes)))
-    return Axes(tuple(sizes) or (1,), tuple(names) or ("x",))
 
 
 class PositionalPlanner:
@@ -427,52 +356,14 @@ class PositionalPlanner:
             shapes = {(s.shape, s.spec) for s in states}
             if len(shapes) == 1:
                 return states.pop()
-            reaching = self._reaching_assign(name, assigns)
+            reaching = reaching_assignment(self.module, name, assigns)
+            if reaching is None:
+                raise Unprovable(f"`{name.id}` holds differently shaped shardings and which one reaches "
+                                 "this use is unclear")
             return self.evaluate(self.chain(reaching.value), axes)  # type: ignore[arg-type]
         finally:
             self._state_stack.discard(id(name))
 
-    def _reaching_assign(self, use: ast.Name, assigns: list[ast.Assign]) -> ast.Assign:
-        """The one assignment that reaches ``use`` in structured code, or Unprovable."""
-        why = f"`{use.id}` holds differently shaped shardings and which one reaches this use is unclear"
-        use_start = self.module.span(use)[0]
-        use_ancestors = self._ancestors(use)
-        use_scope = self._scope(use)
-        before = [a for a in assigns if self.module.span(a)[1] <= use_start]
-        if not before:
-            raise Unprovable(why)
-        last = max(before, key=lambda a: self.module.span(a)[0])
-        if self._scope(last) is not use_scope or id(self.module.parent_of(last)) not in use_ancestors:
-            raise Unprovable(why)
-        last_end = self.module.span(last)[1]
-        for a in assigns:
-            if a is last:
-                continue
-            start = self.module.span(a)[0]
-            if last_end <= start < use_start:
-                raise Unprovable(why)
-            if start > use_start:  # later in a loop that also contains the use?
-                loops = [n for n in self._ancestor_nodes(use) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
-                if any(id(loop) in self._ancestors(a) for loop in loops):
-                    raise Unprovable(why)
-        return last
-
-    def _ancestor_nodes(self, node: ast.AST) -> list[ast.AST]:
-        out = []
-        parent = self.module.parent_of(node)
-        while parent is not None:
-            out.append(parent)
-            parent = self.module.parent_of(parent)
-        return out
-
-    def _ancestors(self, node: ast.AST) -> set[int]:
-        return {id(n) for n in self._ancestor_nodes(node)}
-
-    def _scope(self, node: ast.AST) -> ast.AST:
-        for n in self._ancestor_nodes(node):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
-                return n
-        return self.module.tree
 
 
 def _edit(planner: PositionalPlanner, chain: Chain, axes: Axes) -> list[Edit]:

@@ -1,0 +1,59 @@
+"""Where a node sits and which definition reaches it, for structured code, on ``ast`` alone.
+
+Enough for the codemods' question "is this the one assignment a use reads?": the last assignment
+before the use in the same scope, on the use's own path through the enclosing blocks, with no
+other assignment between them or later in a loop around the use. Anything less clear is None:
+the caller keeps the site and says why.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from jaxmigrate.core.module import ParsedModule
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+_LOOPS = (ast.For, ast.While, ast.AsyncFor)
+
+
+def ancestors(module: ParsedModule, node: ast.AST) -> list[ast.AST]:
+    """The nodes around ``node``, innermost first."""
+    out = []
+    parent = module.parent_of(node)
+    while parent is not None:
+        out.append(parent)
+        parent = module.parent_of(parent)
+    return out
+
+
+def enclosing_scope(module: ParsedModule, node: ast.AST) -> ast.AST:
+    """The function, lambda, class or module whose names ``node`` is evaluated among."""
+    return next((n for n in ancestors(module, node) if isinstance(n, SCOPES)), module.tree)
+
+
+def reaching_assignment(module: ParsedModule, use: ast.Name, assigns: Sequence[ast.stmt]) -> ast.stmt | None:
+    """The one of ``assigns`` (the assignments of ``use``'s variable) that reaches ``use``, or None
+    when that is not clear from the structure of the code."""
+    use_start = module.span(use)[0]
+    around_use = ancestors(module, use)
+    around_ids = {id(n) for n in around_use}
+    before = [a for a in assigns if module.span(a)[1] <= use_start]
+    if not before:
+        return None
+    last = max(before, key=lambda a: module.span(a)[0])
+    if enclosing_scope(module, last) is not enclosing_scope(module, use):
+        return None
+    if id(module.parent_of(last)) not in around_ids:
+        return None  # in a branch the use is not on
+    last_end = module.span(last)[1]
+    loops = [n for n in around_use if isinstance(n, _LOOPS)]
+    for other in assigns:
+        if other is last:
+            continue
+        start = module.span(other)[0]
+        if last_end <= start < use_start:
+            return None
+        if start > use_start and any(id(loop) in {id(n) for n in ancestors(module, other)} for loop in loops):
+            return None  # assigned again later in a loop that also holds the use
+    return last
