@@ -3,8 +3,9 @@
 Every codemod (pmap, pjit, the sharding APIs, moved names) is a planner: it reads a
 ``core.module.ParsedModule`` through the one resolver and returns a ``Plan`` - text edits at exact
 source spans (so everything outside a rewritten expression keeps its bytes, comments and layout)
-plus the imports and module-level helpers they need - and ``apply`` makes it, imports and helpers
-written in the file's own grouping by ``_imports``.
+plus the imports and module-level helpers they need - and ``apply`` makes it: lines the edits made
+too long broken as a formatter would (``_layout``), imports and helpers written in the file's own
+grouping (``_imports``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._imports import write_imports
+from jaxmigrate.migrate._layout import fit_edits
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def apply(text: str, plan: Plan) -> str:
     """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
     if not plan.edits and not plan.helpers:
         return text
-    out = splice(text, plan.edits)
+    out = fit_edits(text, plan.edits, splice(text, plan.edits))
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
         return out
     return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers)

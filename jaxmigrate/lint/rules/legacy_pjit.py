@@ -124,7 +124,11 @@ class LegacyPjit(LegacyNameRule):
             from jax.sharding import NamedSharding, PartitionSpec as P
             mesh = jax.sharding.Mesh(jax.devices(), ("x",))
             with mesh:
-                y = jax.jit(f, in_shardings=NamedSharding(mesh, P("x")), out_shardings=NamedSharding(mesh, P()))(x)
+                y = jax.jit(
+                    f,
+                    in_shardings=NamedSharding(mesh, P("x")),
+                    out_shardings=NamedSharding(mesh, P()),
+                )(x)
             """,
         ),
         # Unsafe: no `with` says which mesh; the one in scope is assumed.

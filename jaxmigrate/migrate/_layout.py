@@ -1,0 +1,187 @@
+"""Rewritten lines kept within the file's line length, the way a formatter would break them.
+
+A line a plan's edits made longer than the file's width is broken at its outermost bracket that
+opens and closes on it: one element per line, indented one step (the file's own indentation unit)
+past the line, a trailing comma, the closing bracket back at the line's indentation - black's
+"magic trailing comma" layout, which every formatter reads as intended. An element still too long
+is broken the same way. Lines the edits did not lengthen are never touched, nor are brackets with
+a comprehension or a comment inside.
+
+The width is the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
+file written to 80 columns gets 80-column rewrites.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.source import SourceText
+
+_WIDTHS = (79, 80, 88, 100, 120)
+_BRACKETS = {ast.Call: "()", ast.Tuple: "()", ast.List: "[]", ast.Dict: "{}", ast.Set: "{}"}
+
+
+def line_limit(text: str) -> int:
+    """The width this file is written to: the narrowest usual width that at most one line in a
+    hundred (and at least one line) goes past. A stray long line does not widen it, and neither do
+    the fix passes before this one (they see the file with earlier rewrites made)."""
+    lengths = [len(line) for line in text.splitlines()]
+    allowed = max(1, len(lengths) // 100)
+    return next((w for w in _WIDTHS if sum(n > w for n in lengths) <= allowed), _WIDTHS[-1])
+
+
+def indent_unit(text: str) -> str:
+    """The file's indentation step (its first indented block's), four spaces when it has none."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.INDENT:
+                return tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return "    "
+
+
+def fit_edits(original: str, edits: list[Edit], text: str) -> str:
+    """``text`` (``original`` with ``edits`` made) with every line an edit made longer than the
+    file's width broken at its brackets."""
+    limit = line_limit(original)
+    old = SourceText(original)
+    lengthened = set()
+    shift = 0
+    new_starts = SourceText(text).line_starts
+    for edit in sorted(edits):
+        old_line = old.position(edit.start)[0]
+        start = edit.start + shift
+        shift += len(edit.content) - (edit.end - edit.start)
+        first = _line_of(new_starts, start)
+        last = _line_of(new_starts, start + len(edit.content))
+        for line in range(first, last + 1):
+            lengthened.add((line, len(old.line(old_line))))
+    unit = indent_unit(original)
+    for line, was in sorted(lengthened, reverse=True):
+        text = _fit_line(text, line, limit, unit, was)
+    return text
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    import bisect
+
+    return bisect.bisect_right(starts, offset)
+
+
+def _fit_line(text: str, line: int, limit: int, unit: str, was: int) -> str:
+    source = SourceText(text)
+    if line > len(source.line_starts):
+        return text
+    current = source.line(line)
+    if len(current) <= limit or len(current) <= was:
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    node = _outermost_bracket(tree, source, line)
+    if node is None:
+        return text
+    new_lines = _explode(source, node, line, unit)
+    if new_lines is None:
+        return text
+    start = source.line_starts[line - 1]
+    end = start + len(current)
+    nl = source.newline
+    text = text[:start] + nl.join(new_lines) + text[end:]
+    # The elements may still be too long: each gets the same treatment, bottom up.
+    for index in range(len(new_lines) - 1, 0, -1):
+        text = _fit_line(text, line + index, limit, unit, 0)
+    return text
+
+
+def _outermost_bracket(tree: ast.AST, source: SourceText, line: int) -> ast.expr | None:
+    """The bracket on ``line`` holding the most text (opened and closed there, with elements):
+    in ``jax.jit(f, in_shardings=...)(x)`` the arguments of ``jit``, not the ``(x)``."""
+    best, best_len = None, 0
+    for node in ast.walk(tree):
+        if type(node) not in _BRACKETS or node.lineno != line or node.end_lineno != line:
+            continue
+        if not _elements(node):
+            continue
+        opener = _opener(source, node)
+        if opener is None:
+            continue
+        inside = source.span(node)[1] - opener
+        if inside > best_len:
+            best, best_len = node, inside
+    return best
+
+
+def _elements(node: ast.expr) -> list[ast.AST]:
+    if isinstance(node, ast.Call):
+        if any(isinstance(a, ast.GeneratorExp) for a in node.args) and len(node.args) + len(node.keywords) == 1:
+            return []
+        return sorted([*node.args, *node.keywords], key=lambda n: (n.lineno, n.col_offset))
+    if isinstance(node, ast.Dict):
+        return node.values if all(k is not None for k in node.keys) else []
+    return list(node.elts)  # type: ignore[attr-defined]
+
+
+def _opener(source: SourceText, node: ast.expr) -> int | None:
+    """The offset just after the opening bracket, or None when ``node`` has no bracket of its own
+    (a tuple without parentheses)."""
+    start, _ = source.span(node)
+    text = source.text
+    if isinstance(node, ast.Call):
+        _, func_end = source.span(node.func)
+        at = text.index("(", func_end)
+        return at + 1
+    if text[start] != _BRACKETS[type(node)][0]:
+        return None
+    return start + 1
+
+
+def _explode(source: SourceText, node: ast.expr, line: int, unit: str) -> list[str] | None:
+    text = source.text
+    line_start = source.line_starts[line - 1]
+    current = source.line(line)
+    indent = current[: len(current) - len(current.lstrip())]
+    opener = _opener(source, node)
+    _, end = source.span(node)
+    close = end - 1
+    inner = text[opener:close]
+    if "#" in _comments(inner):
+        return None
+    items = []
+    for element in _elements(node):
+        if isinstance(node, ast.Dict):
+            key = node.keys[node.values.index(element)]
+            start = source.span(key)[0]
+        else:
+            start = source.span(element)[0]
+        items.append(text[start:source.span(element)[1]])
+    if isinstance(node, ast.Call):
+        # keyword nodes span `name=value`; ** arguments start at their operator
+        items = [_with_operator(text, source, e) for e in _elements(node)]
+    head = text[line_start:opener]
+    tail = text[close:line_start + len(current)]
+    return [head, *(f"{indent}{unit}{item}," for item in items), f"{indent}{tail}"]
+
+
+def _with_operator(text: str, source: SourceText, element: ast.AST) -> str:
+    start, end = source.span(element)
+    if isinstance(element, ast.keyword) and element.arg is None:
+        value_start = source.span(element.value)[0]
+        start = text.rindex("**", 0, value_start)
+    return text[start:end]
+
+
+def _comments(fragment: str) -> str:
+    """``#`` when the fragment holds a comment token, else ''."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(fragment).readline):
+            if tok.type == tokenize.COMMENT:
+                return "#"
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return "#"  # unbalanced on its own: treat as unsafe to move
+    return ""

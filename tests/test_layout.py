@@ -1,0 +1,72 @@
+"""Rewritten lines stay within the file's width, broken the way a formatter breaks them."""
+
+from __future__ import annotations
+
+import pytest
+
+from jaxmigrate.core.edits import Edit, splice
+from jaxmigrate.migrate._layout import fit_edits, indent_unit, line_limit
+
+
+def _rewrite(original: str, old: str, new: str) -> str:
+    start = original.index(old)
+    edits = [Edit(start, start + len(old), new)]
+    return fit_edits(original, edits, splice(original, edits))
+
+
+@pytest.mark.parametrize(
+    ("longest", "limit"),
+    [pytest.param(60, 79, id="short file: 79"), pytest.param(80, 80, id="80 columns"),
+     pytest.param(85, 88, id="black's 88"), pytest.param(97, 100, id="100"),
+     pytest.param(300, 120, id="never above 120")],
+)
+def test_the_width_is_the_files_own(longest, limit):
+    assert line_limit("x = 1\n" + ("#" * longest + "\n") * 2) == limit
+
+
+def test_one_stray_long_line_does_not_widen_it():
+    assert line_limit("x = 1\n" + "#" * 150 + "\n" + "#" * 86 + "\n") == 88
+
+
+def test_a_lengthened_call_is_broken_one_argument_per_line():
+    original = "def f():\n    out = pjit(layer, in_shardings=(a, b), out_shardings=c)\n"
+    new = "jax.jit(layer, in_shardings=(NamedSharding(mesh, P(None, 'model')), NamedSharding(mesh, P('data', 'model'))), out_shardings=c)"
+    assert _rewrite(original, "pjit(layer, in_shardings=(a, b), out_shardings=c)", new) == (
+        "def f():\n"
+        "    out = jax.jit(\n"
+        "        layer,\n"
+        "        in_shardings=(\n"
+        "            NamedSharding(mesh, P(None, 'model')),\n"
+        "            NamedSharding(mesh, P('data', 'model')),\n"
+        "        ),\n"
+        "        out_shardings=c,\n"
+        "    )\n"
+    )
+
+
+def test_an_element_still_too_long_is_broken_too():
+    original = "x = f(a)\n" + "#" * 70 + "\n"
+    new = "g(first_argument_name, (some_long_element_number_one, some_long_element_number_two, some_long_element_number_three))"
+    out = _rewrite(original, "f(a)", new)
+    assert all(len(line) <= 79 for line in out.splitlines())
+    assert out.startswith("x = g(\n    first_argument_name,\n    (\n        some_long_element_number_one,\n")
+
+
+def test_the_files_indentation_unit_is_used():
+    original = "def f():\n  return k(a)\n"
+    out = _rewrite(original, "k(a)", "k(" + ", ".join(f"argument_{i}" for i in range(10)) + ")")
+    assert out.splitlines()[1:3] == ["  return k(", "    argument_0,"]
+    assert indent_unit(original) == "  "
+
+
+def test_a_line_the_edit_did_not_lengthen_is_left_alone():
+    long_line = "y = h(" + ", ".join(f"argument_{i}" for i in range(12)) + ")  # the user's own long line"
+    original = long_line + "\n"
+    out = _rewrite(original, "argument_0", "argument0")
+    assert out == original.replace("argument_0", "argument0")
+
+
+def test_a_comment_inside_the_brackets_is_never_moved():
+    original = "x = f(a)  # keep\n"
+    out = _rewrite(original, "f(a)", "f(" + ", ".join(f"argument_{i}" for i in range(12)) + ")")
+    assert out.endswith("    argument_11,\n)  # keep\n")
