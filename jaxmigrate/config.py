@@ -76,10 +76,14 @@ def _selected_codes(rules: tuple, select: tuple[str, ...], ignore: tuple[str, ..
     return tuple(r.code for r in registry.select_rules(list(select), list(ignore)))
 
 
-def parse_version(value: str, where: str) -> tuple[int, int]:
-    match = _VERSION.match(str(value))
+def parse_version(value: str, where: str, key: str = "target-jax") -> tuple[int, int]:
+    # A TOML number is refused rather than read: `0.10` is the float 0.1, which would silently
+    # mean JAX 0.1 (and hide every finding deprecated after it).
+    if not isinstance(value, str):
+        raise ConfigError(f'{where}: {key} must be a string like "0.10" (quoted), got {value!r}')
+    match = _VERSION.match(value)
     if not match:
-        raise ConfigError(f"{where}: target-jax must look like 0.10, got {value!r}")
+        raise ConfigError(f"{where}: {key} must look like 0.10, got {value!r}")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -88,8 +92,10 @@ def find_config(start: Path) -> Path | None:
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and "jaxmigrate" in _read_toml(candidate).get("tool", {}):
-            return candidate
+        if candidate.is_file():
+            tool = _read_toml(candidate).get("tool")
+            if isinstance(tool, dict) and "jaxmigrate" in tool:
+                return candidate
     return None
 
 
@@ -104,13 +110,9 @@ def load_settings(
     """Settings from the config file (given, or found from ``start``), with CLI values on top."""
     config_file = config_file or find_config(start)
     table: dict = {}
-    if config_file is not None:
-        document = _read_toml(config_file)
-        if config_file.name == "pyproject.toml":
-            table = document.get("tool", {}).get("jaxmigrate", {})
-        else:  # a dedicated file: the whole document is the table (or its [tool.jaxmigrate])
-            table = document.get("tool", {}).get("jaxmigrate", document)
     where = str(config_file) if config_file else "command line"
+    if config_file is not None:
+        table = _jaxmigrate_table(_read_toml(config_file), config_file.name == "pyproject.toml", where)
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(
@@ -142,6 +144,19 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    except UnicodeDecodeError as error:  # TOML is UTF-8 by definition
+        raise ConfigError(f"{path}: not UTF-8 (byte {error.start}): TOML files must be UTF-8") from None
+
+
+def _jaxmigrate_table(document: dict, pyproject: bool, where: str) -> dict:
+    """[tool.jaxmigrate] of a pyproject.toml; of a dedicated file, that table or the whole document."""
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{where}: [tool] must be a table")
+    table = tool.get("jaxmigrate", {} if pyproject else document)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.jaxmigrate] must be a table, got {table!r}")
+    return table
 
 
 def _strings(value, where: str, key: str) -> tuple[str, ...]:
