@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmigrate.files import DEFAULT_EXCLUDES
+from jaxmigrate.pins import project_pin
 from jaxmigrate.lint import registry
 
 DEFAULT_TARGET_JAX = (0, 10)
-KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax"}
+KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax", "from-jax"}
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 
 
@@ -32,6 +33,10 @@ class Settings:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDES
     extend_exclude: tuple[str, ...] = ()
     target_jax: tuple[int, int] = DEFAULT_TARGET_JAX
+    # The JAX the code was written for (what it is migrated from): `from-jax`, else the lowest
+    # version the project's requirements allow, else None (not known). See pins.py.
+    from_jax: tuple[int, int] | None = None
+    from_jax_source: str = ""  # where from_jax came from, for people reading the settings
     config_file: Path | None = None
 
     def rule_codes_for(self, path: Path) -> tuple[str, ...]:
@@ -52,7 +57,7 @@ class Settings:
 
         payload = json.dumps(
             [__version__, tool_sources_digest(), self.select, self.ignore, self.per_file_ignores,
-             self.target_jax]
+             self.target_jax, self.from_jax]
         )
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
@@ -106,6 +111,7 @@ def load_settings(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     target_jax: str | None = None,
+    from_jax: str | None = None,
 ) -> Settings:
     """Settings from the config file (given, or found from ``start``), with CLI values on top."""
     config_file = config_file or find_config(start)
@@ -120,6 +126,14 @@ def load_settings(
             f" (known: {', '.join(sorted(KNOWN_KEYS))})"
         )
     root = config_file.parent.resolve() if config_file else Path.cwd().resolve()
+    if from_jax is not None:
+        written_for, source = parse_version(from_jax, "--from-jax", "from-jax"), "--from-jax"
+    elif "from-jax" in table:
+        written_for, source = parse_version(table["from-jax"], where, "from-jax"), f"{where}: from-jax"
+    elif pin := project_pin(start):
+        written_for, source = pin.version, pin.source
+    else:
+        written_for, source = None, ""
     settings = Settings(
         root=root,
         select=_codes(select if select is not None else table.get("select", ["ALL"]), where, "select"),
@@ -131,6 +145,8 @@ def load_settings(
             target_jax if target_jax is not None else table.get("target-jax", "0.10"),
             "--target-jax" if target_jax is not None else where,
         ),
+        from_jax=written_for,
+        from_jax_source=source,
         config_file=config_file,
     )
     return settings
