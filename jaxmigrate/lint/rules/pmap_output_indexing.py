@@ -9,11 +9,14 @@ from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+# True both before and after jaxmigrate's own fixes: JM102 writes this very `tree.map` for
+# `unreplicate`, and JM101's exact rewrite is a jit that keeps the device axis, so the advice is
+# about the global-view move, not about "jit".
 MESSAGE = (
-    "takes device 0's copy along pmap's leading device axis. After a migration to jit the value"
-    " is a global jax.Array without that axis: `[0]` then silently takes the first row of every"
-    " leaf (wrong shapes and values, gathered to one device). Drop the indexing when the producer"
-    " becomes jit"
+    "takes device 0's copy along pmap's leading device axis: right while the producer keeps that"
+    " axis (a pmap, or jaxmigrate's exact rewrite of one). When the producer moves to the global"
+    " view (jit over NamedSharding-ed global arrays, no device axis), `[0]` silently takes the"
+    " first row of every leaf instead (wrong shapes and values): remove it in that same change"
 )
 
 
@@ -50,8 +53,10 @@ class PmapOutputIndexing(Rule):
     sees wrapped by `jax.pmap`.
 
     ## Fix safety
-    No fix: the indexing is right as long as the producer is still a pmap; it must go in the same
-    change that migrates the producer.
+    No fix: the indexing is right as long as the producer keeps pmap's device axis (a pmap, or
+    the `jax.jit` over `_shard_map_like_pmap` that JM101's fix writes; JM102's fix of
+    `unreplicate` writes this very `tree.map`); it must go in the change that moves the producer
+    to the global view.
 
     ## References
     - https://docs.jax.dev/en/latest/migrate_pmap.html
