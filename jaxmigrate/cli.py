@@ -66,13 +66,15 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write .jaxmigrate_cache/.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes [default: cores].")
 @click.option("--target-jax", metavar="X.Y", help="The JAX version to migrate to [default: 0.10].")
+@click.option("--from-jax", metavar="X.Y",
+              help="The JAX version the code was written for [default: the lowest the project's requirements allow].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
               help="A pyproject.toml (or TOML file) to read settings from.")
 @click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to explicitly passed files too.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
-          force_exclude) -> None:
+          force_exclude, from_jax) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -84,7 +86,7 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
                 use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
                 config_file=config_file, stdin_filename=stdin_filename,
-                force_exclude=force_exclude,
+                force_exclude=force_exclude, from_jax=from_jax,
             )
         )
     except runner.UsageError as error:

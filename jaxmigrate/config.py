@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmigrate.files import DEFAULT_EXCLUDES
+from jaxmigrate.pins import project_pin
 from jaxmigrate.lint import registry
 
 DEFAULT_TARGET_JAX = (0, 10)
-KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax"}
+KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax", "from-jax"}
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 
 
@@ -32,6 +33,10 @@ class Settings:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDES
     extend_exclude: tuple[str, ...] = ()
     target_jax: tuple[int, int] = DEFAULT_TARGET_JAX
+    # The JAX the code was written for (what it is migrated from): `from-jax`, else the lowest
+    # version the project's requirements allow, else None (not known). See pins.py.
+    from_jax: tuple[int, int] | None = None
+    from_jax_source: str = ""  # where from_jax came from, for people reading the settings
     config_file: Path | None = None
 
     def rule_codes_for(self, path: Path) -> tuple[str, ...]:
@@ -52,7 +57,7 @@ class Settings:
 
         payload = json.dumps(
             [__version__, tool_sources_digest(), self.select, self.ignore, self.per_file_ignores,
-             self.target_jax]
+             self.target_jax, self.from_jax]
         )
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
@@ -76,10 +81,14 @@ def _selected_codes(rules: tuple, select: tuple[str, ...], ignore: tuple[str, ..
     return tuple(r.code for r in registry.select_rules(list(select), list(ignore)))
 
 
-def parse_version(value: str, where: str) -> tuple[int, int]:
-    match = _VERSION.match(str(value))
+def parse_version(value: str, where: str, key: str = "target-jax") -> tuple[int, int]:
+    # A TOML number is refused rather than read: `0.10` is the float 0.1, which would silently
+    # mean JAX 0.1 (and hide every finding deprecated after it).
+    if not isinstance(value, str):
+        raise ConfigError(f'{where}: {key} must be a string like "0.10" (quoted), got {value!r}')
+    match = _VERSION.match(value)
     if not match:
-        raise ConfigError(f"{where}: target-jax must look like 0.10, got {value!r}")
+        raise ConfigError(f"{where}: {key} must look like 0.10, got {value!r}")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -88,8 +97,10 @@ def find_config(start: Path) -> Path | None:
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and "jaxmigrate" in _read_toml(candidate).get("tool", {}):
-            return candidate
+        if candidate.is_file():
+            tool = _read_toml(candidate).get("tool")
+            if isinstance(tool, dict) and "jaxmigrate" in tool:
+                return candidate
     return None
 
 
@@ -100,17 +111,14 @@ def load_settings(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     target_jax: str | None = None,
+    from_jax: str | None = None,
 ) -> Settings:
     """Settings from the config file (given, or found from ``start``), with CLI values on top."""
     config_file = config_file or find_config(start)
     table: dict = {}
-    if config_file is not None:
-        document = _read_toml(config_file)
-        if config_file.name == "pyproject.toml":
-            table = document.get("tool", {}).get("jaxmigrate", {})
-        else:  # a dedicated file: the whole document is the table (or its [tool.jaxmigrate])
-            table = document.get("tool", {}).get("jaxmigrate", document)
     where = str(config_file) if config_file else "command line"
+    if config_file is not None:
+        table = _jaxmigrate_table(_read_toml(config_file), config_file.name == "pyproject.toml", where)
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(
@@ -118,6 +126,14 @@ def load_settings(
             f" (known: {', '.join(sorted(KNOWN_KEYS))})"
         )
     root = config_file.parent.resolve() if config_file else Path.cwd().resolve()
+    if from_jax is not None:
+        written_for, source = parse_version(from_jax, "--from-jax", "from-jax"), "--from-jax"
+    elif "from-jax" in table:
+        written_for, source = parse_version(table["from-jax"], where, "from-jax"), f"{where}: from-jax"
+    elif pin := project_pin(start):
+        written_for, source = pin.version, pin.source
+    else:
+        written_for, source = None, ""
     settings = Settings(
         root=root,
         select=_codes(select if select is not None else table.get("select", ["ALL"]), where, "select"),
@@ -129,6 +145,8 @@ def load_settings(
             target_jax if target_jax is not None else table.get("target-jax", "0.10"),
             "--target-jax" if target_jax is not None else where,
         ),
+        from_jax=written_for,
+        from_jax_source=source,
         config_file=config_file,
     )
     return settings
@@ -142,6 +160,19 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    except UnicodeDecodeError as error:  # TOML is UTF-8 by definition
+        raise ConfigError(f"{path}: not UTF-8 (byte {error.start}): TOML files must be UTF-8") from None
+
+
+def _jaxmigrate_table(document: dict, pyproject: bool, where: str) -> dict:
+    """[tool.jaxmigrate] of a pyproject.toml; of a dedicated file, that table or the whole document."""
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{where}: [tool] must be a table")
+    table = tool.get("jaxmigrate", {} if pyproject else document)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.jaxmigrate] must be a table, got {table!r}")
+    return table
 
 
 def _strings(value, where: str, key: str) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ class Job:
     mode: Mode
     unsafe_fixes: bool
     target_jax: tuple[int, int]
+    from_jax: tuple[int, int] | None = None  # the JAX the code was written for; None: not known
 
 
 @dataclass
@@ -85,8 +86,8 @@ def process_text(
 ) -> FileResult:
     rules = _rules(codes)
     if job.mode is Mode.CHECK:
-        return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax))
-    result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes)
+        return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax, job.from_jax))
+    result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes, from_jax=job.from_jax)
     findings = sorted(result.findings + result.errors, key=lambda f: f.sort_key)
     changed = result.text != source.text
     diff = _unified_diff(source.text, result.text, display_path) if changed and job.mode is Mode.DIFF else ""
@@ -122,7 +123,7 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
             result.new_bytes = notebook.with_text(result.new_text)
         except NotebookError as error:  # never write a notebook whose cells no longer line up
             unfixed = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes,
-                                   Job(Mode.CHECK, job.unsafe_fixes, job.target_jax))
+                                   Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax))
             result = FileResult(display_path, [notebook.locate(f) for f in unfixed.findings], fix_errors=True)
             result.findings.append(Finding("JM001", f"the fixes for {display_path} were not applied: {error}"
                                            " (please report it)", display_path, 1, 1, 1, 1))

@@ -38,6 +38,7 @@ class CheckOptions:
     use_cache: bool = True
     jobs: int | None = None
     target_jax: str | None = None
+    from_jax: str | None = None
     config_file: Path | None = None
     stdin_filename: str | None = None
     force_exclude: bool = False
@@ -61,12 +62,13 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             select=options.select,
             ignore=options.ignore,
             target_jax=options.target_jax,
+            from_jax=options.from_jax,
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
 
     mode = engine.Mode.DIFF if options.diff else engine.Mode.FIX if options.fix else engine.Mode.CHECK
-    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax)
+    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax)
 
     if use_stdin:
         name = options.stdin_filename or "-"

@@ -390,6 +390,7 @@ def test_lint_and_fix_work_where_jax_is_not_installed(tmp_path, env_without_jax,
     count = MIN_FILES_FOR_POOL + 1 if jobs == "2" else 1
     for i in range(count):
         (work / f"legacy{i}.py").write_text(LEGACY)
+    (work / "requirements.txt").write_text("jax==0.4.35\n")  # written for 0.4: JM506's fix is safe
 
     def run(*args):
         return subprocess.run(

@@ -77,12 +77,39 @@ def test_a_dedicated_config_file_is_read_whole(project, test_rules):
         pytest.param('[tool.jaxmigrate]\ntarget-jax = "latest"\n', "latest", id="malformed target"),
         pytest.param('[tool.jaxmigrate]\nselect = "JM901\n', "invalid TOML", id="invalid TOML"),
         pytest.param('[tool.jaxmigrate]\nexclude = 3\n', "exclude", id="wrong type"),
+        # A TOML number: 0.10 is the float 0.1, which would silently mean JAX 0.1 and hide findings.
+        pytest.param('[tool.jaxmigrate]\ntarget-jax = 0.10\n', 'a string like "0.10"', id="target as a float"),
+        pytest.param('[tool.jaxmigrate]\ntarget-jax = 1\n', 'a string like "0.10"', id="target as an integer"),
+        pytest.param('[tool]\njaxmigrate = 5\n', r"\[tool.jaxmigrate\] must be a table", id="table not a table"),
+        pytest.param('[tool.jaxmigrate]\nper-file-ignores = 3\n', "per-file-ignores", id="per-file-ignores not a table"),
     ],
 )
 def test_bad_config_is_an_error_that_names_the_problem(project, test_rules, body, named):
     write_pyproject(project, body)
     with pytest.raises(ConfigError, match=named):
         load_settings(None, project)
+
+
+def test_a_pyproject_that_is_not_utf8_is_an_error_naming_it(project, test_rules):
+    (project / "pyproject.toml").write_bytes(b'[tool.jaxmigrate]\nselect = ["JM901"] # caf\xe9\n')
+    with pytest.raises(ConfigError, match=r"pyproject.toml: .*UTF-8"):
+        load_settings(None, project)
+
+
+def test_a_pyproject_whose_tool_is_not_a_table_is_not_a_jaxmigrate_config(project, test_rules):
+    # Not ours to judge while looking for the config: it has no [tool.jaxmigrate], so keep looking.
+    write_pyproject(project, '[tool.jaxmigrate]\nselect = ["JM902"]\n')
+    sub = project / "sub"
+    sub.mkdir()
+    write_pyproject(sub, 'tool = 3\n')
+    assert find_config(sub) == project / "pyproject.toml"
+
+
+def test_a_dedicated_config_file_must_hold_a_table(project, test_rules):
+    config = project / "jaxmigrate.toml"
+    config.write_text('tool = 3\n')
+    with pytest.raises(ConfigError, match=r"jaxmigrate.toml: \[tool\] must be a table"):
+        load_settings(config, project)
 
 
 def test_unknown_code_on_the_command_line_is_an_error(project, test_rules):
@@ -118,3 +145,23 @@ def test_the_fingerprint_changes_with_settings_that_change_findings(project, tes
     assert load_settings(None, project, select=["JM901"]).fingerprint() != base
     assert load_settings(None, project, ignore=["JM901"]).fingerprint() != base
     assert load_settings(None, project, target_jax="0.8").fingerprint() != base
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"[tool.jaxmigrate]\ntarget-jax = 0.10\n", id="target as a float"),
+        pytest.param(b"[tool]\njaxmigrate = 5\n", id="table not a table"),
+        pytest.param(b'[tool.jaxmigrate]\nselect = ["JM901"] # caf\xe9\n', id="not UTF-8"),
+    ],
+)
+def test_a_bad_config_is_exit_2_naming_the_file_never_an_internal_error(project, test_rules, body):
+    from click.testing import CliRunner
+
+    from jaxmigrate.cli import main
+
+    (project / "a.py").write_text("import x\nx.legacy\n")
+    (project / "pyproject.toml").write_bytes(body)
+    result = CliRunner().invoke(main, ["a.py"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "pyproject.toml" in result.stderr and "internal error" not in result.stderr

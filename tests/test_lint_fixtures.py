@@ -13,6 +13,9 @@ from jaxmigrate.lint.checker import lint_text
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint"
 TARGET = (0, 10)
 _MARK = re.compile(r"#\s*error:\s*(?P<codes>JM\d{3}(?:\s*,\s*JM\d{3})*)\s*$")
+# A fixture that stands for code written for a given JAX says so on a line of its own, as the
+# `from-jax` setting would (`# from-jax: 0.4`); others are checked with it not known.
+_FROM_JAX = re.compile(r"^#\s*from-jax:\s*(\d+)\.(\d+)\s*$", re.MULTILINE)
 
 
 def expected_findings(text: str) -> set[tuple[int, str]]:
@@ -54,7 +57,9 @@ def test_marker_parser():
 def test_fixture(path: Path):
     text = path.read_text(encoding="utf-8")
     expected = expected_findings(text)
-    findings = lint_text(text, str(path), registry.all_rules(), TARGET)
+    from_jax = _FROM_JAX.search(text)
+    from_jax = (int(from_jax.group(1)), int(from_jax.group(2))) if from_jax else None
+    findings = lint_text(text, str(path), registry.all_rules(), TARGET, from_jax)
     assert {(f.line, f.code) for f in findings} == expected, [
         (f.line, f.code, f.message) for f in findings
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import textwrap
@@ -14,6 +15,7 @@ from pre_commit.clientlib import load_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
+README = REPO / "README.md"
 # What pip prints when it cannot reach the package index (pre-commit installs this repo's deps).
 NO_NETWORK = (
     "Failed to establish a new connection",
@@ -98,13 +100,30 @@ def try_repo(snapshot: Path, home: Path, hook: str, project: Path) -> subprocess
     return pre_commit(["try-repo", str(snapshot), hook, "--all-files"], project, home)
 
 
+def readme_snippets() -> list[str]:
+    """The `.pre-commit-config.yaml` examples of the README's pre-commit section, as written."""
+    section = re.search(r"^### pre-commit\n(.*?)^## ", README.read_text(), re.MULTILINE | re.DOTALL).group(1)
+    return re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+
+
 def run_configured(snapshot: Path, home: Path, hook: str, project: Path) -> subprocess.CompletedProcess:
-    """`pre-commit run` with the hook in the project's config, as a user's repository runs it:
+    """`pre-commit run` with the README's config for this repository's hooks, its placeholders
+    filled in as it says (a clone's path, one of its commits), as a user's repository runs it:
     the environment is installed once in ``home`` and reused by every later run."""
     rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=snapshot, check=True, capture_output=True,
                          text=True).stdout.strip()
+    template = readme_snippets()[1]
+    assert "/absolute/path/to/jaxmigrate" in template and "<commit>" in template, template
+    text = template.replace("/absolute/path/to/jaxmigrate", str(snapshot)).replace("<commit>", rev)
+    if hook == "jaxmigrate-fix":  # the README offers it commented out, instead of the check hook
+        text = text.replace("- id: jaxmigrate ", "# - id: jaxmigrate ").replace("# - id: jaxmigrate-fix", "- id: jaxmigrate-fix")
+    assert f"- id: {hook} " in text and text.count("  - id:") == 1, text
+    return run_config(text, project, home)
+
+
+def run_config(text: str, project: Path, home: Path) -> subprocess.CompletedProcess:
     config = project / ".pre-commit-config.yaml"
-    config.write_text(f"repos:\n- repo: {snapshot}\n  rev: {rev}\n  hooks:\n  - id: {hook}\n")
+    config.write_text(text)
     git("add", config.name, cwd=project)  # pre-commit refuses an unstaged config
     return pre_commit(["run", "--all-files"], project, home)
 
@@ -144,10 +163,39 @@ def test_the_check_hook_fails_on_a_planted_finding_and_passes_clean_files(snapsh
 @pytest.mark.slow
 def test_the_fix_hook_fixes_and_fails_then_passes(snapshot, pre_commit_home, tmp_path):
     legacy = "import jax\nmesh = jax.make_mesh((8,), ('data',))\n"
-    project = user_repo(tmp_path / "project", {"mesh.py": legacy, "clean.py": CLEAN})
+    # Pinned to jax 0.4: `make_mesh` built Auto axes then, so spelling them out is a safe fix.
+    project = user_repo(tmp_path / "project", {"mesh.py": legacy, "clean.py": CLEAN,
+                                                "requirements.txt": "jax==0.4.35\n"})
     first = run_configured(snapshot, pre_commit_home, "jaxmigrate-fix", project)
     assert first.returncode == 1, first.stdout + first.stderr
     assert "axis_types=" in (project / "mesh.py").read_text()
     git("add", "-A", cwd=project)
     second = run_configured(snapshot, pre_commit_home, "jaxmigrate-fix", project)
     assert second.returncode == 0, second.stdout + second.stderr
+
+
+@pytest.mark.slow
+def test_the_fix_hook_keeps_failing_while_findings_without_a_safe_fix_remain(snapshot, pre_commit_home, tmp_path):
+    # JM104 has no fix: nothing changes, and the hook fails on every run until it is dealt with.
+    legacy = "from flax import jax_utils\nbatches = jax_utils.prefetch_to_device(it, 2)\n"
+    project = user_repo(tmp_path / "project", {"input.py": legacy})
+    for _ in range(2):
+        result = run_configured(snapshot, pre_commit_home, "jaxmigrate-fix", project)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "JM104" in result.stdout
+        assert (project / "input.py").read_text() == legacy
+
+
+def test_the_readme_local_hook_works_as_written(tmp_path):
+    """The first README snippet runs the installed jaxmigrate: no placeholder to fill in."""
+    assert shutil.which("jaxmigrate"), "the jaxmigrate console script is not installed (pip install -e .)"
+    snippet = readme_snippets()[0]
+    assert "<" not in snippet, snippet
+    home = tmp_path / "home"
+    dirty = user_repo(tmp_path / "dirty", {"clean.py": CLEAN, "legacy.py": "import jax\ng = jax.pmap(f)\n"})
+    result = run_config(snippet, dirty, home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "JM101" in result.stdout and "legacy.py" in result.stdout
+    clean = user_repo(tmp_path / "clean", {"clean.py": CLEAN})
+    result = run_config(snippet, clean, home)
+    assert result.returncode == 0, result.stdout + result.stderr

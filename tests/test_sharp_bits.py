@@ -92,10 +92,39 @@ def test_mesh_axis_types_follows_target(target, expected):
     ],
 )
 def test_mesh_axis_types_fix_is_idempotent(code, expected):
-    first = fix_text(code, "t.py", (MeshImplicitAxisTypes,), (0, 10))
+    first = fix_text(code, "t.py", (MeshImplicitAxisTypes,), (0, 10), from_jax=(0, 4))
     assert first.text == expected and first.fixed == 1
-    second = fix_text(first.text, "t.py", (MeshImplicitAxisTypes,), (0, 10))
+    second = fix_text(first.text, "t.py", (MeshImplicitAxisTypes,), (0, 10), from_jax=(0, 4))
     assert second.text == expected and second.fixed == 0 and second.findings == []
+
+
+MESH = "import jax\nm = jax.make_mesh((8,), ('d',))\n"
+
+
+@pytest.mark.parametrize(
+    "from_jax, reported, safety",
+    [
+        pytest.param((0, 4), True, "safe", id="written for 0.4: Auto is what it meant, safe fix"),
+        pytest.param((0, 8), True, "safe", id="written for 0.8: still Auto"),
+        pytest.param((0, 9), False, None, id="written for 0.9: Explicit is the intended default"),
+        pytest.param((0, 10), False, None, id="written for 0.10: modern code, never nagged"),
+        pytest.param(None, True, "unsafe", id="not known: reported, the fix is unsafe"),
+    ],
+)
+def test_mesh_axis_types_fires_only_for_code_written_before_0_9(from_jax, reported, safety):
+    findings = lint_text(MESH, "t.py", (MeshImplicitAxisTypes,), (0, 10), from_jax)
+    assert bool(findings) == reported
+    if reported:
+        (finding,) = findings
+        assert finding.fix.safety.value == safety
+        # Only the unknown case tells how to say which JAX the code was written for.
+        assert ("`from-jax`" in finding.message) == (from_jax is None)
+
+
+def test_mesh_axis_types_unknown_origin_is_not_fixed_by_safe_fixes():
+    assert fix_text(MESH, "t.py", (MeshImplicitAxisTypes,), (0, 10)).text == MESH
+    fixed = fix_text(MESH, "t.py", (MeshImplicitAxisTypes,), (0, 10), unsafe=True)
+    assert "axis_types=(jax.sharding.AxisType.Auto,)" in fixed.text
 
 
 def test_mesh_axis_types_no_fix_without_module_alias_or_count():

@@ -72,7 +72,8 @@ def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
 
 
 def lint_text(
-    text: str, path: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int]
+    text: str, path: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int],
+    from_jax: tuple[int, int] | None = None,
 ) -> list[Finding]:
     """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions."""
     if _SKIP_FILE.search(text):
@@ -90,7 +91,7 @@ def lint_text(
             tree = ast.parse(text, filename=path, type_comments=False)
         except (SyntaxError, ValueError) as error:
             return [parse_error(path, source, error)]
-        ctx = FileContext(path=path, source=source, tree=tree, target_jax=target_jax)
+        ctx = FileContext(path=path, source=source, tree=tree, target_jax=target_jax, from_jax=from_jax)
         findings = _run_rules(ctx, [rule() for rule in active])
     finally:
         if gc_was_enabled:
@@ -169,6 +170,7 @@ def fix_text(
     rules: tuple[type[Rule], ...],
     target_jax: tuple[int, int],
     unsafe: bool = False,
+    from_jax: tuple[int, int] | None = None,
 ) -> FixResult:
     """Apply fixes until none is left (bounded); the result always parses.
 
@@ -179,7 +181,7 @@ def fix_text(
     fixed = 0
     errors: list[Finding] = []
     rejected: set[tuple] = set()
-    findings = lint_text(text, path, rules, target_jax)
+    findings = lint_text(text, path, rules, target_jax, from_jax)
     for _ in range(MAX_FIX_PASSES):
         fixable = [
             f for f in findings
@@ -197,7 +199,7 @@ def fix_text(
             continue  # what failed was rejected; the others get another pass
         fixed += count
         text = text_after
-        findings = lint_text(text, path, rules, target_jax)
+        findings = lint_text(text, path, rules, target_jax, from_jax)
     return FixResult(text, findings, fixed, errors)
 
 

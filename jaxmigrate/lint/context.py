@@ -43,6 +43,8 @@ class FileContext:
     target_jax: tuple[int, int]
     findings: list[Finding] = field(default_factory=list)
     rule: Rule | None = None  # the rule currently running, set by the engine
+    # The JAX the code was written for (`from-jax`, or the project's pin); None: not known.
+    from_jax: tuple[int, int] | None = None
 
     @cached_property
     def _index(self) -> tuple[list[ast.AST], dict[type, list[tuple[int, ast.AST]]]]:

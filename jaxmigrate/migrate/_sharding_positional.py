@@ -473,10 +473,11 @@ def plan_positional(module: ParsedModule, plan: Plan, sites: frozenset[tuple[int
             previous = seen.get(pos)
             if previous is not None and (not previous.rewritable or reason is None):
                 continue
+            why = reason  # per position: prefixing `reason` itself piled one prefix on per alias
             if reason is not None and pos != module.position(ctor.func):
                 # An import alias stands for every call through it: say which one is kept.
-                reason = f"the use on line {ctor.lineno} is kept: {reason}"
-            seen[pos] = Site(*pos, reason is None, reason)
+                why = f"the use on line {ctor.lineno} is kept: {reason}"
+            seen[pos] = Site(*pos, reason is None, why)
     for name, qual in ((n, q) for q in PS_NAMES for n in [q.rpartition(".")[2]]):
         plan.remove_imports.add((qual.rpartition(".")[0], name, None))
         for binding, _scope in module.names.imports():

@@ -22,7 +22,7 @@ class CreateDeviceMesh(SiteFixes, LegacyNameRule):
 
     ## Use instead
     ```python
-    mesh = jax.make_mesh((4, 2), ("data", "model"))
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
     ```
 
     ## Fix safety

@@ -8,7 +8,8 @@ from jaxmigrate.lint.patterns import call_name, is_device_count, mentions_device
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
 RESHAPE_FUNCTIONS = frozenset({"jax.numpy.reshape", "numpy.reshape"})
-SHARD_HELPERS = frozenset({"flax.training.common_utils.shard", "flax.training.common_utils.shard_prng_key"})
+# `shard_prng_key` splits a key per device rather than reshaping a batch: JM503 reports it.
+SHARD_HELPERS = frozenset({"flax.training.common_utils.shard"})
 
 
 class DeviceCountReshape(Rule):
@@ -17,7 +18,7 @@ class DeviceCountReshape(Rule):
     Finds reshapes whose leading dimension is the device count -
     `x.reshape((jax.local_device_count(), -1, ...))`, `jnp.reshape(x, (n_dev, ...))`, also inside
     `jax.tree.map(lambda x: x.reshape(n_dev, ...), batch)` - and flax's
-    `flax.training.common_utils.shard` / `shard_prng_key`, which do exactly that.
+    `flax.training.common_utils.shard`, which does exactly that.
 
     ## Why is this bad
     A leading device axis is pmap's calling convention: `pmap` maps over it. `jax.jit` works on
@@ -53,8 +54,7 @@ class DeviceCountReshape(Rule):
     code = "JM504"
     name = "device-count-reshape"
     summary = "reshape to a leading device-count axis (pmap convention), wrong under global-view jit"
-    trigger_words = ("local_device_count", "device_count", "devices", "local_devices", "shard",
-                     "shard_prng_key")
+    trigger_words = ("local_device_count", "device_count", "devices", "local_devices", "shard")
     jax_versions = "pmap convention; any version"
 
     VALID = [

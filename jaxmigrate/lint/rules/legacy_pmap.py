@@ -33,9 +33,9 @@ class LegacyPmap(LegacyNameRule):
     ## Use instead
     ```python
     import jax
-    from jax.sharding import PartitionSpec as P
+    from jax.sharding import AxisType, PartitionSpec as P
 
-    mesh = jax.make_mesh((jax.local_device_count(),), ("batch",))
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
     step = jax.jit(jax.shard_map(train_step, mesh=mesh, in_specs=P("batch"), out_specs=P("batch")))
     ```
 

@@ -44,7 +44,7 @@ class LocalDeviceMesh(Rule):
 
     ## Use instead
     ```python
-    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
     batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), local_batch)
     ```
 

@@ -14,9 +14,14 @@ EXPLICIT_APIS = ("jax.sharding.AxisType.Explicit", "jax.sharding.reshard", "jax.
 class MeshImplicitAxisTypes(Rule):
     """
     ## What it does
-    Finds `jax.make_mesh(shape, names)` calls without `axis_types` when `target-jax` is 0.9 or
-    newer, in modules that use none of the explicit-sharding APIs (`AxisType.Explicit`, `reshard`,
-    `auto_axes`, `explicit_axes`, `jax.typeof`) - code written for Auto propagation.
+    Finds `jax.make_mesh(shape, names)` calls without `axis_types` in code being migrated from a
+    JAX before 0.9 to 0.9 or newer, in modules that use none of the explicit-sharding APIs
+    (`AxisType.Explicit`, `reshard`, `auto_axes`, `explicit_axes`, `jax.typeof`) - code written
+    for Auto propagation. Which JAX the code was written for is `from-jax` (`--from-jax 0.4`, or
+    `from-jax = "0.4"` in `[tool.jaxmigrate]`); by default, the lowest version the project's own
+    requirements allow (`jax==0.4.30`, `jax>=0.4,<0.5`, `jax[cpu]~=0.4.30` in `pyproject.toml`,
+    `requirements*.txt`, `setup.cfg` or `setup.py`). Code written for 0.9 or newer, where
+    Explicit axes are the intended default, is never reported.
 
     ## Why is this bad
     Up to jax 0.8 `make_mesh` built `Auto` axes (0.8.x warned: "The default axis_types will change
@@ -38,13 +43,19 @@ class MeshImplicitAxisTypes(Rule):
     ```
 
     ## Confidence
-    Silent for targets before 0.9, when `axis_types` is passed, when arguments are unpacked
-    (`*args`, `**kw`), and in modules that already use an explicit-sharding API.
+    Silent for targets before 0.9, for code written for 0.9 or newer, when `axis_types` is passed,
+    when arguments are unpacked (`*args`, `**kw`), and in modules that already use an
+    explicit-sharding API. When the JAX the code was written for is not known (no `from-jax`, no
+    jax requirement with a lower bound found) the call is reported, because this is a migration
+    tool and a silent change of meaning costs more than a finding that one setting turns off;
+    the message says so.
 
     ## Fix safety
-    Safe: the fix spells out `Auto`, the meaning the call had when the code was written. It is
-    offered when the call is written through the `jax` module (`jax.make_mesh`, `J.make_mesh`, to
-    reuse that alias) and the number of axes is a literal tuple or list.
+    Safe when the code is known to be written for a JAX before 0.9: the fix spells out `Auto`, the
+    meaning the call had when the code was written. Unsafe when that is not known: for code
+    written for 0.9 or newer, `Auto` would replace the Explicit axes it meant. It is offered when
+    the call is written through the `jax` module (`jax.make_mesh`, `J.make_mesh`, to reuse that
+    alias) and the number of axes is a literal tuple or list.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html
@@ -91,7 +102,7 @@ class MeshImplicitAxisTypes(Rule):
     ]
 
     def check_module(self, ctx):
-        if ctx.target_jax < (0, 9):
+        if ctx.target_jax < (0, 9) or (ctx.from_jax is not None and ctx.from_jax >= (0, 9)):
             return
         if any(b.qualname in EXPLICIT_APIS for b, _ in ctx.names.imports()):
             return
@@ -106,13 +117,17 @@ class MeshImplicitAxisTypes(Rule):
                 isinstance(a, ast.Starred) for a in call.args
             ) or any(k.arg is None for k in call.keywords) or len(call.args) + len(call.keywords) < 2:
                 continue
-            ctx.report(
-                call,
+            message = (
                 "`make_mesh` without `axis_types` builds Explicit axes from jax 0.9 (Auto before):"
                 " code written for Auto propagation can fail with `ShardingTypeError` or get other"
-                " output shardings; pass `axis_types=(AxisType.Auto,) * n` to keep the old meaning",
-                self._fix(ctx, call),
+                " output shardings; pass `axis_types=(AxisType.Auto,) * n` to keep the old meaning"
             )
+            if ctx.from_jax is None:
+                message += (
+                    " (the JAX this code was written for is not known: if it is 0.9 or newer, set"
+                    " `from-jax` in [tool.jaxmigrate] or pin jax in the project's requirements)"
+                )
+            ctx.report(call, message, self._fix(ctx, call))
 
     def _fix(self, ctx, call: ast.Call):
         func = call.func
@@ -129,4 +144,7 @@ class MeshImplicitAxisTypes(Rule):
         end = ctx.source.span(last)[1]
         auto = f"({ctx.segment(func.value)}.sharding.AxisType.Auto,)"
         text = f", axis_types={auto}" + (f" * {count}" if count > 1 else "")
+        if ctx.from_jax is None:  # Auto may not be what the code meant: it may be written for 0.9+
+            return ctx.fix(Safety.UNSAFE, "spell out Auto, the axis types before jax 0.9 (the JAX this code"
+                           " was written for is not known)", Edit(end, end, text))
         return ctx.fix(Safety.SAFE, "spell out the Auto axis types it had before jax 0.9", Edit(end, end, text))

@@ -8,6 +8,9 @@ from jaxmigrate.lint.patterns import argument, call_name, is_device_count
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
 SPLIT = frozenset({"jax.random.split"})
+# flax's helper is exactly `jax.random.split(prng_key, num=jax.local_device_count())` (flax 0.6.4
+# and 0.8.5, flax/training/common_utils.py), and exists only to feed a pmap.
+SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 
 
 class PerDeviceRngKeys(Rule):
@@ -15,7 +18,8 @@ class PerDeviceRngKeys(Rule):
     ## What it does
     Finds `jax.random.split(key, n)` where `n` is the device count (`jax.local_device_count()`,
     `jax.device_count()`, `len(jax.devices())`, or a name bound once to one of them): per-device
-    keys, made to be fed to a `pmap`.
+    keys, made to be fed to a `pmap`. Also flax's `flax.training.common_utils.shard_prng_key(key)`,
+    which is `jax.random.split(key, num=jax.local_device_count())`.
 
     ## Why is this bad
     Under `pmap` each device draws from its own key. A global-view migration (`jax.jit` over a
@@ -43,7 +47,8 @@ class PerDeviceRngKeys(Rule):
     a device count or a name bound once, by plain assignment, to one, and the module uses
     `jax.pmap` (the keys are for it). The same split in a module without a pmap - after the
     migration, or under `jax.vmap` as *Use instead* suggests - is what keeps the old streams, and is
-    never reported; nor is a literal or computed count.
+    never reported; nor is a literal or computed count. `shard_prng_key` is reported wherever it
+    is called: it has no other use than feeding a pmap.
 
     ## Fix safety
     No fix: which stream to keep is a modelling decision.
@@ -58,7 +63,7 @@ class PerDeviceRngKeys(Rule):
     summary = "one PRNG key per device: random streams change under a global-view migration"
     # Reported only in a module that refers to `jax.pmap`, which any such reference spells out
     # ("split" or the device-count words would wake the rule on far more files).
-    trigger_words = ("pmap",)
+    trigger_words = ("pmap", "shard_prng_key")
     jax_versions = "pmap convention; any version"
 
     VALID = [
@@ -96,6 +101,7 @@ class PerDeviceRngKeys(Rule):
             step = J.pmap(train_step, axis_name="batch")
             """
         ),
+        Invalid("from flax.training import common_utils as cu\nrngs = cu.shard_prng_key(rng)\n"),
         Invalid(
             """
             from functools import partial
@@ -122,7 +128,18 @@ class PerDeviceRngKeys(Rule):
         return self._pmap
 
     def visit_Call(self, node: ast.Call, ctx) -> None:
-        if call_name(ctx.names, node) not in SPLIT:
+        name = call_name(ctx.names, node)
+        if name == SHARD_PRNG_KEY:
+            ctx.report(
+                node,
+                "`shard_prng_key` splits the PRNG key into one key per local device"
+                " (`jax.random.split(key, num=jax.local_device_count())`) for a pmap; a global-view"
+                " jit that samples global shapes from one key draws different numbers from the same"
+                " seed. Pass the key itself and accept the new streams once, or keep the split keys"
+                " and `jax.vmap` the sampling over them to reproduce the pmap values",
+            )
+            return
+        if name not in SPLIT:
             return
         count = argument(node, 1, "num")
         if count is not None and is_device_count(ctx.names, count) and self._uses_pmap(ctx):

@@ -9,11 +9,14 @@ from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+# True both before and after jaxmigrate's own fixes: JM102 writes this very `tree.map` for
+# `unreplicate`, and JM101's exact rewrite is a jit that keeps the device axis, so the advice is
+# about the global-view move, not about "jit".
 MESSAGE = (
-    "takes device 0's copy along pmap's leading device axis. After a migration to jit the value"
-    " is a global jax.Array without that axis: `[0]` then silently takes the first row of every"
-    " leaf (wrong shapes and values, gathered to one device). Drop the indexing when the producer"
-    " becomes jit"
+    "takes device 0's copy along pmap's leading device axis: right while the producer keeps that"
+    " axis (a pmap, or jaxmigrate's exact rewrite of one). When the producer moves to the global"
+    " view (jit over NamedSharding-ed global arrays, no device axis), `[0]` silently takes the"
+    " first row of every leaf instead (wrong shapes and values): remove it in that same change"
 )
 
 
@@ -21,8 +24,10 @@ class PmapOutputIndexing(Rule):
     """
     ## What it does
     Finds the idioms that strip pmap's device axis from a result: `jax.tree.map(lambda x: x[0],
-    tree)` (what `flax.jax_utils.unreplicate` does; that helper itself is JM102) and `out[0]`
-    where `out` is the result of a pmapped function.
+    tree)` (what `flax.jax_utils.unreplicate` does; that helper itself is JM102), also with the
+    `x[0]` converted or fetched (`lambda x: np.array(x[0])`, `float(x[0])`,
+    `jax.device_get(x[0])`, `x[0].item()`), and `out[0]` where `out` is the result of a pmapped
+    function. flax's `get_metrics`, which does the same, is JM104.
 
     ## Why is this bad
     Under `pmap` every output carries a leading device axis and `x[0]` picks one device's
@@ -50,8 +55,10 @@ class PmapOutputIndexing(Rule):
     sees wrapped by `jax.pmap`.
 
     ## Fix safety
-    No fix: the indexing is right as long as the producer is still a pmap; it must go in the same
-    change that migrates the producer.
+    No fix: the indexing is right as long as the producer keeps pmap's device axis (a pmap, or
+    the `jax.jit` over `_shard_map_like_pmap` that JM101's fix writes; JM102's fix of
+    `unreplicate` writes this very `tree.map`); it must go in the change that moves the producer
+    to the global view.
 
     ## References
     - https://docs.jax.dev/en/latest/migrate_pmap.html
@@ -87,9 +94,29 @@ class PmapOutputIndexing(Rule):
             "import jax\nfirst = jax.tree.map(lambda x: x[0], batch)\n"
         ),
         Valid("def unreplicate(x):\n    return x\ny = unreplicate(state)\n"),
+        Valid(  # not device 0's copy: a sum of rows, a row of another value
+            """
+            import jax
+            step = jax.pmap(f)
+            a = jax.tree.map(lambda x: x[0] + x[1], out)
+            b = jax.tree.map(lambda x: table[0], out)
+            c = jax.tree.map(lambda x, y: x[0], out, other)
+            """
+        ),
     ]
     INVALID = [
         Invalid("import jax as J\nstep = J.pmap(f)\nstate = J.tree.map(lambda x: x[0], state)\n", count=1),
+        Invalid(  # converted to host values on the way
+            """
+            import jax
+            import numpy as np
+            step = jax.pmap(f, axis_name="i")
+            metrics = jax.tree_map(lambda x: np.array(x[0]), metrics)
+            loss = jax.tree_util.tree_map(lambda m: float(m[0].mean()), out)
+            params = jax.tree.map(lambda p: jax.device_get(p[0]).copy(), params)
+            """,
+            count=3,
+        ),
         Invalid(
             """
             from flax.jax_utils import replicate
@@ -143,15 +170,31 @@ def _is_zero(index: ast.expr) -> bool:
 
 
 def _first_of(func: ast.expr) -> bool:
-    """``lambda x: x[0]``"""
+    """``lambda x: x[0]``, also converted or fetched: ``np.array(x[0])``, ``x[0].item()``."""
     return (
         isinstance(func, ast.Lambda)
         and len(func.args.args) == 1
-        and isinstance(func.body, ast.Subscript)
-        and isinstance(func.body.value, ast.Name)
-        and func.body.value.id == func.args.args[0].arg
-        and _is_zero(func.body.slice)
+        and not (func.args.vararg or func.args.kwarg or func.args.kwonlyargs or func.args.posonlyargs)
+        and _is_first(func.body, func.args.args[0].arg)
     )
+
+
+def _is_first(expr: ast.expr, param: str) -> bool:
+    """``param[0]``, or a call that only passes it on (``np.asarray(x[0], dtype)`` has it first,
+    ``float(x[0])``) or a method called on it (``x[0].mean()``): still device 0's copy."""
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Name) and expr.value.id == param and _is_zero(expr.slice)
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and _is_first(expr.func.value, param):
+            return True
+        return bool(expr.args) and _is_first(expr.args[0], param) and not any(
+            _mentions(arg, param) for arg in [*expr.args[1:], *(k.value for k in expr.keywords)]
+        )
+    return False
+
+
+def _mentions(expr: ast.expr, param: str) -> bool:
+    return any(isinstance(node, ast.Name) and node.id == param for node in ast.walk(expr))
 
 
 def _is_pmapped(ctx, func: ast.expr) -> bool:

@@ -23,7 +23,7 @@ class PositionalSharding(SiteFixes, LegacyNameRule):
 
     ## Use instead
     ```python
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
     sharding = NamedSharding(mesh, P("x", "y"))
     ```
 

@@ -34,6 +34,16 @@ SPEC_WORDS = re.compile(r"\b(?:PartitionSpec|P)\b")
 SPECS = PARTITION_SPEC | {"jax.experimental.PartitionSpec", "jax.experimental.pjit.PartitionSpec"}
 
 
+def _in_functions(ctx) -> set[int]:
+    """ids of the nodes inside a function or lambda body (asked only when there is a finding)."""
+    inside: set[int] = set()
+    for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+        for _, function in ctx.by_type.get(kind, ()):
+            body = function.body if isinstance(function.body, list) else [function.body]
+            inside.update(id(node) for stmt in body for node in ast.walk(stmt))
+    return inside
+
+
 def _names(node: ast.AST | None) -> set[str] | None:
     """The literal axis names of an argument; None when they are not all literal."""
     if (text := str_literal(node)) is not None:
@@ -91,7 +101,9 @@ class UnboundCollectiveAxis(Rule):
     `P.UNCONSTRAINED` are skipped): a spec that fits any mesh of the module is never reported.
     A module that defines no axes, yet jits a function whose collective nothing binds (a `pmap`
     replaced by `jit` in a module that builds no mesh), stays silent: the jitted function may be
-    called under a pmap elsewhere, where the name is bound.
+    called under a pmap elsewhere, where the name is bound. For the same reason a collective inside
+    a function is reported as raising "unless the function is called under a mapping elsewhere":
+    other modules' pmaps and meshes are not followed.
 
     ## Fix safety
     No fix: either the name or the collective is wrong, and only the author knows which.
@@ -248,17 +260,24 @@ class UnboundCollectiveAxis(Rule):
             return
         if builds_mesh:
             self._check_specs(ctx, specs, defined, bound, in_map_specs)
+        in_functions = None
         for node, name, names in uses:
             missing = sorted(names - defined - bound)
-            if missing:
-                ctx.report(
-                    node,
-                    f"`{name.rsplit('.', 1)[1]}` over axis {', '.join(map(repr, missing))}, which no pmap,"
-                    f" vmap or mesh in this module defines (defined: {', '.join(map(repr, sorted(defined)))});"
-                    f" outside a mapping that binds it, tracing raises `NameError: Found an unbound axis"
-                    f" name: {missing[0]}`. Use the mesh's axis name under `jax.shard_map`, or drop the"
-                    " collective under a global-view jit",
-                )
+            if not missing:
+                continue
+            if in_functions is None:
+                in_functions = _in_functions(ctx)
+            # A function may be called from another module, under a pmap or shard_map there that
+            # binds the name: only code that runs here, at module level, raises for certain.
+            when = ("unless the function is called under a mapping elsewhere that binds it (another"
+                    " module's pmap or shard_map), tracing" if id(node) in in_functions else "it")
+            ctx.report(
+                node,
+                f"`{name.rsplit('.', 1)[1]}` over axis {', '.join(map(repr, missing))}, which no pmap,"
+                f" vmap or mesh in this module defines (defined: {', '.join(map(repr, sorted(defined)))});"
+                f" {when} raises `NameError: Found an unbound axis name: {missing[0]}`. Use the mesh's"
+                " axis name under `jax.shard_map`, or drop the collective under a global-view jit",
+            )
 
     def _check_specs(self, ctx, specs, defined: set[str], bound: set[str], in_map_specs: dict[int, str]) -> None:
         for node, names in specs:
