@@ -35,13 +35,16 @@ class Unprovable(Exception):
 
 
 class Module:
-    """One parsed module: source positions, the resolver, parents, comments, identifiers in use."""
+    """One parsed module: source positions, the resolver, parents, comments, identifiers in use.
 
-    def __init__(self, text: str) -> None:
+    ``tree`` and ``names`` may be given when the caller (a lint rule) already has them for ``text``.
+    """
+
+    def __init__(self, text: str, tree: ast.Module | None = None, names: NameResolver | None = None) -> None:
         self.text = text
-        self.tree = ast.parse(text)
+        self.tree = ast.parse(text) if tree is None else tree
         self.src = SourceText(text)
-        self.names = NameResolver(self.tree)
+        self.names = NameResolver(self.tree) if names is None else names
         self.parent: dict[int, ast.AST] = {}
         self.identifiers: set[str] = set()
         for node in ast.walk(self.tree):
@@ -56,12 +59,16 @@ class Module:
             elif isinstance(node, ast.alias):
                 self.identifiers.add((node.asname or node.name).partition(".")[0])
         self.comments: list[int] = []
+        self.indent = ""  # the file's indentation unit (its first indented block's), "    " if none
         try:
             for tok in tokenize.generate_tokens(io.StringIO(text).readline):
                 if tok.type == tokenize.COMMENT:
                     self.comments.append(self.src.line_starts[tok.start[0] - 1] + tok.start[1])
+                elif tok.type == tokenize.INDENT and not self.indent:
+                    self.indent = tok.string
         except (tokenize.TokenError, SyntaxError):  # pragma: no cover - ast.parse succeeded
             pass
+        self.indent = self.indent or "    "
 
     # -- positions ---------------------------------------------------------------------------
 
@@ -81,6 +88,23 @@ class Module:
 
     def parent_of(self, node: ast.AST) -> ast.AST | None:
         return self.parent.get(id(node))
+
+    def top_level(self, node: ast.AST) -> ast.stmt:
+        """The module-level statement ``node`` is part of."""
+        while not isinstance(self.parent.get(id(node)), ast.Module):
+            node = self.parent[id(node)]
+        return node  # type: ignore[return-value]
+
+    def insertion_point(self, stmt: ast.stmt) -> int:
+        """The offset where a new module-level statement goes to run just before ``stmt``: the start
+        of its first line, above its decorators and the comment lines directly over it."""
+        line = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        body = self.tree.body
+        index = next(i for i, s in enumerate(body) if s is stmt)
+        floor = body[index - 1].end_lineno if index else 0
+        while line - 1 > floor and self.src.line(line - 1).lstrip().startswith("#"):
+            line -= 1
+        return self.src.line_starts[line - 1]
 
     def mention_positions(self, expr: ast.expr) -> frozenset[tuple[int, int]]:
         """Where the lint rules report the legacy name ``expr`` stands for (alias or attribute)."""
