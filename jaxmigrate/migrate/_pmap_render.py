@@ -53,6 +53,14 @@ class Rewriter:
         self.module = module
         self.plan = plan
         self.meshes: dict[str, _Mesh] = {}  # by axis name
+        names = module.names
+        # Asked per site, computed once: a scan per site is quadratic in pmap-dense files.
+        self._inner_names = {name for s in names.scopes if s is not names.module_scope for name in s.bindings}
+        self._pmap_imports = {("jax", "pmap", b.node.asname) for b, scope in names.imports()
+                              if scope is names.module_scope and b.qualname == "jax.pmap" and b.node.name != "*"}
+        bound = names.module_scope.bindings
+        self._jax_aliases = [name for name, bindings in bound.items() if bindings and all(
+            isinstance(b, ImportBinding) and b.qualname == "jax" for b in bindings)]
 
     # -- one application ----------------------------------------------------------------------
 
@@ -148,18 +156,16 @@ class Rewriter:
         if isinstance(ref, ast.Attribute) and names.qualified_name(ref.value) == "jax":
             return self.module.segment(ref.value)
         alias = self._module_jax(namer)
-        if any(alias in scope.bindings for scope in names.scopes if scope is not names.module_scope):
+        if alias in self._inner_names:
             raise Unprovable(f"`{alias}` is rebound in a function here, so jax cannot be named at this site")
         return alias
 
     def _module_jax(self, namer: Namer) -> str:
         """The module-level name of jax (shadowing in functions does not matter at module level)."""
-        bound = self.module.names.module_scope.bindings
-        aliases = [name for name, bindings in bound.items()
-                   if bindings and all(isinstance(b, ImportBinding) and b.qualname == "jax" for b in bindings)]
+        aliases = self._jax_aliases
         if aliases:
             return "jax" if "jax" in aliases else aliases[0]
-        if "jax" in bound:
+        if "jax" in self.module.names.module_scope.bindings:
             raise Unprovable("the name `jax` is bound to something other than the jax module here")
         return namer.jax()
 
@@ -184,10 +190,7 @@ class Rewriter:
 
     def _remove_pmap_imports(self, plan: Plan) -> None:
         # Removed by LibCST only if nothing uses the name after the rewrite.
-        names = self.module.names
-        for binding, scope in names.imports():
-            if scope is names.module_scope and binding.qualname == "jax.pmap" and binding.node.name != "*":
-                plan.remove_imports.add(("jax", "pmap", binding.node.asname))
+        plan.remove_imports |= self._pmap_imports
 
     def _indent_of(self, line: int) -> str:
         text = self.module.src.line(line)
@@ -249,7 +252,7 @@ class Rewriter:
                 continue
             if not isinstance(self.module.parent_of(self.module.parent_of(value)), ast.Module):
                 continue
-            if any(name in scope.bindings for scope in names.scopes if scope is not names.module_scope):
+            if name in self._inner_names:
                 continue
             if self._is_mesh_of(value, axis) and self._defined_before(name, statement):
                 return name

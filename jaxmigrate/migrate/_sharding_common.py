@@ -45,6 +45,7 @@ class Module:
         self.tree = ast.parse(text) if tree is None else tree
         self.src = SourceText(text)
         self.names = NameResolver(self.tree) if names is None else names
+        self._aliases: dict[str, str] | None = None
         self.parent: dict[int, ast.AST] = {}
         self.identifiers: set[str] = set()
         for node in ast.walk(self.tree):
@@ -113,13 +114,19 @@ class Module:
     # -- naming ------------------------------------------------------------------------------
 
     def module_alias(self, qualname: str) -> str | None:
-        """A module-level name every binding of which imports ``qualname``."""
-        scope = self.names.module_scope
-        for name, bindings in scope.bindings.items():
-            if bindings and all(isinstance(b, ImportBinding) and b.qualname == qualname for b in bindings):
-                if not any(name in s.bindings for s in self.names.scopes if s is not scope):
-                    return name
-        return None
+        """A module-level name every binding of which imports ``qualname``, and that no inner scope
+        rebinds. Memoized (the module is read-only): planners ask once per site, and a scan of
+        every binding per site made planning quadratic in pmap-dense files."""
+        if self._aliases is None:
+            scope, self._aliases = self.names.module_scope, {}
+            inner = {name for s in self.names.scopes if s is not scope for name in s.bindings}
+            for name, bindings in scope.bindings.items():
+                first = bindings[0] if bindings else None
+                if isinstance(first, ImportBinding) and name not in inner and all(
+                    isinstance(b, ImportBinding) and b.qualname == first.qualname for b in bindings
+                ):
+                    self._aliases.setdefault(first.qualname, name)
+        return self._aliases.get(qualname)
 
     def free(self, name: str) -> bool:
         return name not in self.identifiers and not self.names.star_imports
