@@ -185,3 +185,43 @@ def test_functools_alias_is_reused():
     result = rewrite_module(code)
     assert "@ft.partial(jax.shard_map, mesh=mesh," in result.text
     assert "import functools\n" not in result.text and "from functools" not in result.text
+
+
+def test_an_axis_name_read_from_another_module_is_spelled_as_written():
+    code = textwrap.dedent("""\
+        import jax
+        from praxis import base_layer
+
+        AXIS = base_layer.PMAP_PARALLEL_AXIS_NAME
+
+
+        def make(step):
+            return jax.pmap(step, axis_name=AXIS), jax.pmap(step, axis_name=base_layer.PMAP_PARALLEL_AXIS_NAME)
+        """)
+    text = rewrite_module(code).text
+    assert text.count("make_mesh") == 1  # one axis, read two ways
+    assert "mesh = jax.make_mesh((jax.device_count(),), (AXIS,)," in text
+    assert "in_specs=P(AXIS)" in text and "in_specs=P(base_layer.PMAP_PARALLEL_AXIS_NAME)" in text
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("import jax\ndef f(g, axis):\n    return jax.pmap(g, axis_name=axis)\n", id="a parameter"),
+        pytest.param("import jax\nA = 'i'\nA = 'j'\nstep = jax.pmap(g, axis_name=A)\n", id="bound twice"),
+        pytest.param("import jax\nfrom m import A\ndef f():\n    A = 'j'\nstep = jax.pmap(g, axis_name=A)\n",
+                     id="rebound in a function"),
+    ],
+)
+def test_an_axis_name_that_may_differ_at_module_level_blocks_the_rewrite(code):
+    (site,) = rewrite_module(code).sites
+    assert not site.rewritten and "`axis_name=`" in site.reason
+
+
+def test_a_multi_line_call_keeps_its_own_continuation_indent():
+    code = ("import jax\n\n\nclass T:\n\n  def run(self, step):\n    p = jax.pmap(\n"
+            "        step, donate_argnums=(0,), axis_name='i')\n    return p\n")
+    text = rewrite_module(code).text
+    assert ("    p = jax.jit(\n        jax.shard_map(\n            jax.vmap(step),\n            mesh=mesh,\n"
+            "            in_specs=P('i'),\n            out_specs=P('i'),\n            check_vma=False,\n"
+            "        ),\n        donate_argnums=(0,),\n    )\n    return p\n") in text

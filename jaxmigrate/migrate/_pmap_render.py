@@ -74,7 +74,7 @@ class Rewriter:
         mesh = self._mesh(options.axis, statement, namer)
         jax = self._jax_at(app.ref, namer)
         spec = namer.sharding("PartitionSpec", "P")
-        axis = module.segment(options.axis.expr) if options.axis.expr is not None else json.dumps(options.axis.value)
+        axis = module.segment(options.axis.expr) if options.axis.expr is not None else json.dumps(options.axis.key)
         vmap_kw, in_specs = self._inputs(options, spec, axis)
         out_specs = self._specs(options.out_axes, spec, axis, top=False) if options.out_axes is not None \
             else f"{spec}({axis})"
@@ -87,27 +87,26 @@ class Rewriter:
             jit_kw.append(f"donate_argnums={module.segment(options.donate)}")
         shard_kw = [f"mesh={mesh.name}", f"in_specs={in_specs}", f"out_specs={out_specs}", "check_vma=False"]
         multiline = app.node.lineno != app.node.end_lineno
+        layout = _Layout(self._indent_of(app.node.lineno), self._continuation(app.node), module.src.newline)
         if app.kind == "decorator":
-            text = self._decorators(app, jax, self._partial(options, namer), vmap_kw, shard_kw, jit_kw, multiline)
+            text = self._decorators(app, jax, self._partial(options, namer), vmap_kw, shard_kw, jit_kw,
+                                    multiline and layout)
         else:
-            base = self._indent_of(app.node.lineno)
             vmap = _call(f"{jax}.vmap", [module.segment(options.fun), *vmap_kw])
-            inner = _call(f"{jax}.shard_map", [vmap, *shard_kw], multiline, base + module.indent, module)
-            text = _call(f"{jax}.jit", [inner, *jit_kw], multiline, base, module)
+            inner = _call(f"{jax}.shard_map", [vmap, *shard_kw], multiline and layout.deeper())
+            text = _call(f"{jax}.jit", [inner, *jit_kw], multiline and layout)
         self._remove_pmap_imports(scratch)
         # Committed only now that nothing raised: a refused site leaves no import or mesh behind.
-        self.meshes.setdefault(options.axis.value, mesh)
+        self.meshes.setdefault(options.axis.key, mesh)
         self.plan.edits.append((*module.span(app.node), text))
         self.plan.add_imports |= scratch.add_imports
         self.plan.remove_imports |= scratch.remove_imports
 
-    def _decorators(self, app, jax, partial, vmap_kw, shard_kw, jit_kw, multiline) -> str:
-        module = self.module
-        indent = self._indent_of(app.node.lineno)
+    def _decorators(self, app, jax, partial, vmap_kw, shard_kw, jit_kw, layout) -> str:
+        indent, newline = self._indent_of(app.node.lineno), self.module.src.newline
         jit = _call(partial, [f"{jax}.jit", *jit_kw]) if jit_kw else f"{jax}.jit"
-        shard = _call(partial, [f"{jax}.shard_map", *shard_kw], multiline, indent, module)
+        shard = _call(partial, [f"{jax}.shard_map", *shard_kw], layout)
         vmap = _call(partial, [f"{jax}.vmap", *vmap_kw]) if vmap_kw else f"{jax}.vmap"
-        newline = module.src.newline
         return f"{jit}{newline}{indent}@{shard}{newline}{indent}@{vmap}"
 
     def _inputs(self, options: PmapOptions, spec: str, axis: str) -> tuple[list[str], str]:
@@ -192,6 +191,17 @@ class Rewriter:
         # Removed by LibCST only if nothing uses the name after the rewrite.
         plan.remove_imports |= self._pmap_imports
 
+    def _continuation(self, node: ast.AST) -> str:
+        """The extra indentation of the call's own continuation lines (Google style uses 4 in a
+        2-space file), else the file's indentation unit."""
+        base = self._indent_of(node.lineno)
+        for line in range(node.lineno + 1, node.end_lineno + 1):
+            text = self.module.src.line(line)
+            if text.strip():
+                indent = self._indent_of(line)
+                return indent[len(base):] if indent.startswith(base) and len(indent) > len(base) else self.module.indent
+        return self.module.indent
+
     def _indent_of(self, line: int) -> str:
         text = self.module.src.line(line)
         return text[: len(text) - len(text.lstrip(" \t"))]
@@ -200,18 +210,25 @@ class Rewriter:
 
     def _mesh(self, axis: Axis, statement: ast.stmt, namer: Namer) -> _Mesh:
         """The mesh of ``axis``: planned already, defined by the module before ``statement``, or new."""
-        known = self.meshes.get(axis.value)
+        known = self.meshes.get(axis.key)
         if known is not None:
             return known
-        existing = self._existing_mesh(axis.value, statement)
+        existing = self._existing_mesh(axis, statement)
         if existing is not None:
             return _Mesh(existing, "", statement)
         jax = self._module_jax(namer)
         self._check_bound_before(jax, statement)
-        text = self.module.segment(axis.expr) if axis.expr is not None else json.dumps(axis.value)
-        if isinstance(axis.expr, ast.Name) and not self._defined_before(axis.expr.id, statement):
+        text = self.module.segment(axis.expr) if axis.expr is not None else json.dumps(axis.key)
+        root = axis.expr
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and not self._defined_before(root.id, statement):
+            if axis.value is None:
+                raise Unprovable(f"`{root.id}` is bound after its first use with pmap here, so the "
+                                 "module-level mesh cannot name its axis")
             text = json.dumps(axis.value)
-        name = self._mesh_name(axis.value)
+        stem = axis.value if axis.value is not None else axis.key.strip("<>").rpartition(".")[2].lower()
+        name = self._mesh_name(stem)
         return _Mesh(name, f"{name} = {jax}.make_mesh(({jax}.device_count(),), ({text},), "
                            f"axis_types=({jax}.sharding.AxisType.Auto,))", statement)
 
@@ -239,7 +256,7 @@ class Rewriter:
                 return False
         return bool(bindings)
 
-    def _existing_mesh(self, axis: str, statement: ast.stmt) -> str | None:
+    def _existing_mesh(self, axis: Axis, statement: ast.stmt) -> str | None:
         """A module-level name bound once, before ``statement``, to exactly this mesh: the 1-D
         Auto mesh of every device over ``axis`` (as this rewrite writes it, or ``Mesh(jax.devices(),
         (axis,))``), and bound nowhere else."""
@@ -258,7 +275,7 @@ class Rewriter:
                 return name
         return None
 
-    def _is_mesh_of(self, call: ast.Call, axis: str) -> bool:
+    def _is_mesh_of(self, call: ast.Call, axis: Axis) -> bool:
         names = self.module.names
         made_by = names.qualified_name(call.func)
         args = dict(enumerate(call.args))
@@ -281,8 +298,24 @@ class Rewriter:
                 return False
         else:
             return False
-        return (isinstance(axes, (ast.Tuple, ast.List)) and len(axes.elts) == 1
-                and isinstance(axes.elts[0], ast.Constant) and axes.elts[0].value == axis)
+        if not (isinstance(axes, (ast.Tuple, ast.List)) and len(axes.elts) == 1):
+            return False
+        named = axes.elts[0]
+        if isinstance(named, ast.Constant):
+            return named.value == axis.value
+        return self._axis_key(named) == axis.key
+
+    def _axis_key(self, node: ast.expr) -> str | None:
+        """What identifies the axis a mesh statement names (as ``Axis.key``)."""
+        names = self.module.names
+        if isinstance(node, ast.Name):
+            bindings = names.module_scope.bindings.get(node.id, [])
+            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
+                value = bindings[0].value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    return value.value
+        qualname = names.qualified_name(node)
+        return None if qualname is None else f"<{qualname}>"
 
     # -- the meshes, once every application is rendered ---------------------------------------
 
@@ -314,12 +347,24 @@ def _tuple(parts: list[str]) -> str:
     return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
 
 
-def _call(func: str, args: list[str], multiline: bool = False, indent: str = "", module: Module | None = None) -> str:
-    """``func(args)``, on one line or laid out one argument a line (a call that spanned lines)."""
-    if not multiline:
+@dataclass(frozen=True)
+class _Layout:
+    """Where the lines of a call laid out one argument a line go."""
+
+    indent: str  # of the line the call starts on (and of its closing parenthesis)
+    unit: str  # added for each argument line
+    newline: str
+
+    def deeper(self) -> _Layout:
+        return _Layout(self.indent + self.unit, self.unit, self.newline)
+
+
+def _call(func: str, args: list[str], layout: _Layout | bool = False) -> str:
+    """``func(args)``, on one line, or with a layout one argument a line (a call that spanned lines)."""
+    if not layout:
         return f"{func}({', '.join(args)})"
-    unit, newline = module.indent, module.src.newline
-    return f"{func}({newline}" + "".join(f"{indent}{unit}{a},{newline}" for a in args) + f"{indent})"
+    inner, newline = layout.indent + layout.unit, layout.newline
+    return f"{func}({newline}" + "".join(f"{inner}{a},{newline}" for a in args) + f"{layout.indent})"
 
 
 def _is_call_of(names, node: ast.expr | None, qualname: str) -> bool:

@@ -36,9 +36,11 @@ Span = tuple[int, int, int, int]  # start line, start column, end line, end colu
 
 @dataclass(frozen=True)
 class Axis:
-    """The pmap's axis name: its value, and the expression that spells it (None: unnamed)."""
+    """The pmap's axis name: what identifies it (its value, or the qualified name of the constant
+    it is read from), its value when known, and the expression that spells it (None: unnamed)."""
 
-    value: str
+    key: str
+    value: str | None = None
     expr: ast.expr | None = None
 
 
@@ -294,18 +296,32 @@ class Planner:
 
     def _axis(self, app: Application, node: ast.expr | None) -> Axis | None:
         if node is None or isinstance(node, ast.Constant) and node.value is None:
-            return Axis(INTERNAL_AXIS if self._names_internal_axis else READABLE_AXIS)
+            name = INTERNAL_AXIS if self._names_internal_axis else READABLE_AXIS
+            return Axis(name, name)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return Axis(node.value, node)
-        if isinstance(node, ast.Name):
-            bindings = self.resolver.bindings(node)
-            module_level = self.resolver.module_scope.bindings.get(node.id, [])
-            if len(bindings) == 1 and bindings[0] in module_level and isinstance(bindings[0], ValueBinding):
-                value = bindings[0].value
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    return Axis(value.value, node)
-        return self._no(app, "`axis_name=` is not a string, or a name bound once at module level to "
-                             "one; the mesh axis cannot be named statically")
+            return Axis(node.value, node.value, node)
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        # A name bound once, at module level, and nowhere else: the module-level mesh and the site
+        # read the same object. Its value may live in another module (`base_layer.AXIS`).
+        if isinstance(root, ast.Name) and root.id not in self._inner_names:
+            bindings = self.resolver.bindings(root)
+            module_level = self.resolver.module_scope.bindings.get(root.id, [])
+            if len(bindings) == 1 and bindings[0] in module_level:
+                value = bindings[0].value if isinstance(bindings[0], ValueBinding) else None
+                if node is root and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    return Axis(value.value, value.value, node)
+                qualname = self.resolver.qualified_name(node)
+                if qualname is not None:
+                    return Axis(f"<{qualname}>", None, node)
+        return self._no(app, "`axis_name=` is not a string, or a constant bound once at module level; "
+                             "the mesh axis cannot be named at module level")
+
+    @cached_property
+    def _inner_names(self) -> set[str]:
+        module_scope = self.resolver.module_scope
+        return {name for scope in self.resolver.scopes if scope is not module_scope for name in scope.bindings}
 
     @cached_property
     def _names_internal_axis(self) -> bool:
