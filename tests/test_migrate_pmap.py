@@ -225,3 +225,10 @@ def test_a_multi_line_call_keeps_its_own_continuation_indent():
     assert ("    p = jax.jit(\n        jax.shard_map(\n            jax.vmap(step),\n            mesh=mesh,\n"
             "            in_specs=P('i'),\n            out_specs=P('i'),\n            check_vma=False,\n"
             "        ),\n        donate_argnums=(0,),\n    )\n    return p\n") in text
+
+
+def test_jax_imported_in_a_function_only_is_imported_at_module_level_for_the_mesh():
+    code = "def make(g):\n    import jax\n    return jax.pmap(g, 'i')\n"
+    text = rewrite_module(code).text
+    assert text.startswith("import jax\n")
+    assert "mesh = jax.make_mesh(" in text and "    return jax.jit(jax.shard_map(" in text

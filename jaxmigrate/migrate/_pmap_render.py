@@ -164,8 +164,13 @@ class Rewriter:
         aliases = self._jax_aliases
         if aliases:
             return "jax" if "jax" in aliases else aliases[0]
-        if "jax" in self.module.names.module_scope.bindings:
+        names = self.module.names
+        if "jax" in names.module_scope.bindings:
             raise Unprovable("the name `jax` is bound to something other than the jax module here")
+        inner = [b for scope in names.scopes for b in scope.bindings.get("jax", ())]
+        if inner and not names.star_imports and all(isinstance(b, ImportBinding) and b.qualname == "jax" for b in inner):
+            namer.plan.add_imports.add(("jax", None, None))  # imported in functions only: same module
+            return "jax"
         return namer.jax()
 
     def _partial(self, options: PmapOptions, namer: Namer) -> str:
