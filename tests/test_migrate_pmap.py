@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.migrate.pmap_to_shard_map import rewrite_module
-from jaxmigrate.migrate.pmap_to_shard_map import fix
+from jaxmigrate.migrate.pmap_to_shard_map import fix, rewrite_module
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "pmap_to_shard_map"
 CASES = sorted(p.name.removesuffix(".in.py") for p in FIXTURES.glob("*.in.py"))

@@ -52,7 +52,7 @@ class Rewriter:
     def __init__(self, module: Module, plan: Plan) -> None:
         self.module = module
         self.plan = plan
-        self.meshes: dict[str, _Mesh] = {}  # by axis name
+        self.meshes: dict[str, _Mesh] = {}  # by Axis.key
         names = module.names
         # Asked per site, computed once: a scan per site is quadratic in pmap-dense files.
         self._inner_names = {name for s in names.scopes if s is not names.module_scope for name in s.bindings}

@@ -72,7 +72,7 @@ class Application:
     mapped: ast.AST | None = None  # the function pmap maps, when it can be found
     reason: str | None = None
     options: PmapOptions | None = None  # set when the rewrite is offered
-    nested_with: list["Application"] = field(default_factory=list)
+    nested_with: list[Application] = field(default_factory=list)
 
 
 def _axes_literal(node: ast.expr) -> bool:
@@ -333,8 +333,8 @@ class Planner:
         return app
 
     def _no(self, app: Application, reason: str) -> None:
+        """Refuse, and give the caller its None to return."""
         self._refuse(app, reason)
-        return None
 
     def _check_comments(self, app: Application, node: ast.AST, options: PmapOptions | None) -> Application:
         if app.reason is None and self.module.has_comment(node):
