@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.migrate.pmap_to_shard_map import rewrite_module
-from jaxmigrate.migrate.pmap_to_shard_map import fix
+from jaxmigrate.migrate.pmap_to_shard_map import fix, rewrite_module
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "pmap_to_shard_map"
 CASES = sorted(p.name.removesuffix(".in.py") for p in FIXTURES.glob("*.in.py"))
@@ -79,40 +78,98 @@ def test_untouched(code):
     assert result.sites == []
 
 
-def test_only_rewrites_the_selected_sites_and_reuses_the_helper():
-    code = "import jax\n\na = jax.pmap(f)\nb = jax.pmap(g)\n"
+def test_only_rewrites_the_selected_sites_and_reuses_the_mesh():
+    code = "import jax\n\na = jax.pmap(f, 'i')\nb = jax.pmap(g, 'i')\n"
     first = rewrite_module(code, only={(3, 5)})
     assert [s.rewritten for s in first.sites] == [True, False]
     assert first.sites[1].reason == "not selected"
-    assert "b = jax.pmap(g)" in first.text
-    # The second pass finds the helper the first one wrote and uses it, not a second copy.
+    assert "b = jax.pmap(g, 'i')" in first.text
+    # The second pass finds the mesh the first one wrote, and uses it rather than making another.
     b_line = next(i for i, line in enumerate(first.text.splitlines(), 1) if line.startswith("b ="))
     second = rewrite_module(first.text, only={(b_line, 5)})
-    assert second.text.count("def _shard_map_like_pmap") == 1
-    assert "b = jax.jit(_shard_map_like_pmap(g))" in second.text
+    assert second.text.count("make_mesh") == 1
+    assert "b = jax.jit(jax.shard_map(jax.vmap(g), mesh=mesh, in_specs=P('i'), out_specs=P('i'), check_vma=False))" in _unbroken(second.text)
     assert fix(code, {(3, 5), (4, 5)}) == rewrite_module(code).text
 
 
 def test_positions_count_characters_not_bytes():
-    code = 'import jax\n\nx = ("é", jax.pmap(f))\n'
+    code = 'import jax\n\nx = ("é", jax.pmap(f, "i"))\n'
     result = rewrite_module(code)
     assert [(s.line, s.column, s.rewritten) for s in result.sites] == [(3, 11, True)]
-    assert 'x = ("é", jax.jit(_shard_map_like_pmap(f)))' in result.text
+    assert 'x = ("é", jax.jit(jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("i"),' in _unbroken(result.text)
 
 
 def test_keeps_crlf_newlines_and_two_space_indentation():
-    code = "import jax\r\n\r\n\r\ndef g(x):\r\n  return x\r\n\r\n\r\nstep = jax.pmap(g)\r\n"
+    code = ("import jax\r\n\r\n\r\ndef g(x):\r\n  return x\r\n\r\n\r\n"
+            "def make():\r\n  return jax.pmap(\r\n    g,\r\n    axis_name='i',\r\n  )\r\n")
     result = rewrite_module(code)
     assert "\n" not in result.text.replace("\r\n", "")
-    assert "\r\n  def is_none(ax):\r\n    return ax is None\r\n" in result.text
+    assert ("  return jax.jit(\r\n    jax.shard_map(\r\n      jax.vmap(g),\r\n      mesh=mesh,\r\n"
+            "      in_specs=P('i'),\r\n      out_specs=P('i'),\r\n      check_vma=False,\r\n    ),\r\n  )\r\n"
+            ) in result.text
     assert rewrite_module(result.text).text == result.text
 
 
-def test_a_foreign_helper_name_blocks_the_rewrite():
-    code = "import jax\n\ndef _shard_map_like_pmap(f):\n    return f\n\nstep = jax.pmap(g)\n"
-    result = rewrite_module(code)
-    assert result.text == code
-    assert "already defined" in result.sites[0].reason
+def test_the_mesh_goes_after_module_level_setup_and_above_the_comments_of_its_statement():
+    code = textwrap.dedent("""\
+        import os
+
+        import jax
+
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+
+        # The step, mapped over devices.
+        @jax.pmap
+        def step(x):
+            return x
+        """)
+    lines = _unbroken(rewrite_module(code).text).splitlines()
+    setup = lines.index('os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"')
+    mesh = next(i for i, line in enumerate(lines) if line.startswith("mesh = "))
+    assert setup < mesh < lines.index("# The step, mapped over devices.")
+    assert lines[mesh + 1: mesh + 4] == ["", "", "# The step, mapped over devices."]
+
+
+def test_a_mesh_of_another_shape_is_not_reused_nor_rebound():
+    code = "import jax\n\nmesh = jax.make_mesh((4,), ('i',))\nstep = jax.pmap(f, 'i')\n"
+    text = _unbroken(rewrite_module(code).text)
+    assert "mesh = jax.make_mesh((4,), ('i',))\n" in text
+    assert "i_mesh = jax.make_mesh((jax.device_count(),), ('i',), axis_types=(jax.sharding.AxisType.Auto,))" in text
+    assert "mesh=i_mesh" in text
+
+
+def test_an_axis_name_constant_is_kept_by_name():
+    code = 'import jax\n\nAXIS = "batch"\nstep = jax.pmap(f, axis_name=AXIS)\n'
+    text = _unbroken(rewrite_module(code).text)
+    assert "mesh = jax.make_mesh((jax.device_count(),), (AXIS,)," in text
+    assert "in_specs=P(AXIS), out_specs=P(AXIS)" in text
+
+
+def test_an_unnamed_pmap_keeps_the_internal_axis_name_when_the_module_uses_it():
+    code = 'import jax\n\nstep = jax.pmap(lambda x: jax.lax.psum(x, "_internal_pmap_axis_name"))\n'
+    assert '("_internal_pmap_axis_name",)' in rewrite_module(code).text
+    assert '("devices",)' in rewrite_module("import jax\n\nstep = jax.pmap(f)\n").text
+
+
+def test_static_arguments_are_jits_and_pass_shard_map_and_vmap_untouched():
+    code = "import jax\n\ndef f(x, n, y):\n    return x * n + y\n\nstep = jax.pmap(f, 'i', static_broadcasted_argnums=1)\n"
+    assert ("step = jax.jit(jax.shard_map(jax.vmap(f, in_axes=(0, None, 0)), mesh=mesh, "
+            "in_specs=(P('i'), None, P('i')), out_specs=P('i'), check_vma=False), static_argnums=1)"
+            ) in _unbroken(rewrite_module(code).text)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("import jax\ny = jax.pmap(f)(x, k=1)\n", id="applied at once"),
+        pytest.param("import jax\nstep = jax.pmap(f)\ny = step(x, **extra)\n", id="through its name"),
+        pytest.param("import jax\nclass T:\n    @staticmethod\n    @jax.pmap\n    def step(x, k):\n"
+                     "        return x\nT.step(1, k=2)\n", id="a method, by attribute"),
+    ],
+)
+def test_calls_with_keyword_arguments_block_the_rewrite(code):
+    (site,) = rewrite_module(code).sites
+    assert not site.rewritten and "keyword arguments" in site.reason
 
 
 def test_jax_bound_to_something_else_blocks_the_rewrite():
@@ -123,7 +180,62 @@ def test_jax_bound_to_something_else_blocks_the_rewrite():
 
 
 def test_functools_alias_is_reused():
-    code = "import functools as ft\nimport jax\n\nstep = jax.pmap(g)\n"
+    code = "import functools as ft\nimport jax\n\n@jax.pmap\ndef step(x):\n    return x\n"
     result = rewrite_module(code)
-    assert "@ft.wraps(f)" in result.text
-    assert "import functools\n" not in result.text
+    assert "@ft.partial(jax.shard_map, mesh=mesh," in _unbroken(result.text)
+    assert "import functools\n" not in result.text and "from functools" not in result.text
+
+
+def test_an_axis_name_read_from_another_module_is_spelled_as_written():
+    code = textwrap.dedent("""\
+        import jax
+        from praxis import base_layer
+
+        AXIS = base_layer.PMAP_PARALLEL_AXIS_NAME
+
+
+        def make(step):
+            return jax.pmap(step, axis_name=AXIS), jax.pmap(step, axis_name=base_layer.PMAP_PARALLEL_AXIS_NAME)
+        """)
+    text = _unbroken(rewrite_module(code).text)
+    assert text.count("make_mesh") == 1  # one axis, read two ways
+    assert "mesh = jax.make_mesh((jax.device_count(),), (AXIS,)," in text
+    assert "in_specs=P(AXIS)" in text and "in_specs=P(base_layer.PMAP_PARALLEL_AXIS_NAME)" in text
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("import jax\ndef f(g, axis):\n    return jax.pmap(g, axis_name=axis)\n", id="a parameter"),
+        pytest.param("import jax\nA = 'i'\nA = 'j'\nstep = jax.pmap(g, axis_name=A)\n", id="bound twice"),
+        pytest.param("import jax\nfrom m import A\ndef f():\n    A = 'j'\nstep = jax.pmap(g, axis_name=A)\n",
+                     id="rebound in a function"),
+    ],
+)
+def test_an_axis_name_that_may_differ_at_module_level_blocks_the_rewrite(code):
+    (site,) = rewrite_module(code).sites
+    assert not site.rewritten and "`axis_name=`" in site.reason
+
+
+def test_a_multi_line_call_keeps_its_own_continuation_indent():
+    code = ("import jax\n\n\nclass T:\n\n  def run(self, step):\n    p = jax.pmap(\n"
+            "        step, donate_argnums=(0,), axis_name='i')\n    return p\n")
+    text = rewrite_module(code).text
+    assert ("    p = jax.jit(\n        jax.shard_map(\n            jax.vmap(step),\n            mesh=mesh,\n"
+            "            in_specs=P('i'),\n            out_specs=P('i'),\n            check_vma=False,\n"
+            "        ),\n        donate_argnums=(0,),\n    )\n    return p\n") in text
+
+
+def test_jax_imported_in_a_function_only_is_imported_at_module_level_for_the_mesh():
+    code = "def make(g):\n    import jax\n    return jax.pmap(g, 'i')\n"
+    text = _unbroken(rewrite_module(code).text)
+    assert text.startswith("import jax\n")
+    assert "mesh = jax.make_mesh(" in text and "    return jax.jit(jax.shard_map(" in text
+
+
+def _unbroken(text: str) -> str:
+    """``text`` with the line breaks the layout puts in a too-long bracket undone (one element a
+    line and a trailing comma), so a test can name the code a rewrite writes in one line."""
+    text = re.sub(r"([(\[{])\n[ \t]*", r"\1", text)
+    text = re.sub(r",\n[ \t]*([)\]}])", r"\1", text)
+    return re.sub(r",\n[ \t]*", ", ", text)

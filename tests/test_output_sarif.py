@@ -251,9 +251,9 @@ def test_a_codemod_fix_is_expressed_as_the_replacements_it_makes_for_its_own_sit
     log = sarif([finding], {"train.py": source})
     jsonschema.Draft4Validator(SCHEMA).validate(log)
     [fix] = log["runs"][0]["results"][0]["fixes"]
-    assert fix["properties"] == {"safety": "safe"}
+    assert fix["properties"] == {"safety": "unsafe"}
     [change] = fix["artifactChanges"]
-    assert apply_replacements(source, change) == fix_text(source, "train.py", rules, (0, 10)).text
+    assert apply_replacements(source, change) == fix_text(source, "train.py", rules, (0, 10), unsafe=True).text
 
 
 def broken_codemod(text, sites):

@@ -4,7 +4,8 @@ Each ``fixtures/runtime/pmap_<case>/old.py`` is a legacy program whose ``main()`
 case results. The new program is GENERATED here by ``rewrite_module`` (never hand-written), both run
 in fresh worker subprocesses through ``jaxmigrate.runtime_checks`` (forced CPU devices set before
 jax is imported), and the outputs (structure, shapes, dtypes, values) and the collectives in the
-compiled HLO must agree.
+compiled HLO must agree. One more entry shows the precondition that makes the fix unsafe: a call
+mapping fewer slices than there are devices runs under pmap and raises after the rewrite.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ def test_cases_exist():
     assert {"pmap_forms", "pmap_train_step"} <= set(CASES)
 
 
+def test_the_collectives_and_forms_the_cases_cover():
+    text = (RUNTIME / "pmap_forms" / "old.py").read_text()
+    for needed in ("lax.psum(", "lax.pmean(", "lax.all_gather(", "lax.ppermute(", "lax.axis_index(",
+                   "in_axes=(None, 0)", "out_axes=1", "donate_argnums=", "static_broadcasted_argnums=",
+                   "@partial(pm,", '"y": None}', "jax.value_and_grad"):
+        assert needed in text, needed
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_generated_program_matches_pmap(case, tmp_path):
     new = _generate(case, tmp_path)
@@ -55,3 +64,11 @@ def test_generated_program_matches_pmap(case, tmp_path):
     new_counts = {kind: entry.new.collectives.count(kind) for kind in KINDS}
     assert old_counts == new_counts, render_text(report)
     assert old_counts["all-reduce"] > 0
+
+
+def test_a_call_on_fewer_devices_than_the_mesh_is_outside_the_precondition(tmp_path):
+    new = _generate("pmap_forms", tmp_path)
+    report = verify(RUNTIME / "pmap_forms" / "old.py", new, ["on_four_devices"], devices=8, timeout=120)
+    entry = report.entry("on_four_devices")
+    assert entry.old.status == "ok", render_text(report)
+    assert entry.new.status == "failed", render_text(report)

@@ -88,6 +88,23 @@ class ParsedModule:
     def parent_of(self, node: ast.AST) -> ast.AST | None:
         return self.parent.get(id(node))
 
+    def top_level(self, node: ast.AST) -> ast.stmt:
+        """The module-level statement ``node`` is part of."""
+        while not isinstance(self.parent.get(id(node)), ast.Module):
+            node = self.parent[id(node)]
+        return node  # type: ignore[return-value]
+
+    def insertion_point(self, stmt: ast.stmt) -> int:
+        """The offset where a new module-level statement goes to run just before ``stmt``: the start
+        of its first line, above its decorators and the comment lines directly over it."""
+        line = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        body = self.tree.body
+        index = next(i for i, s in enumerate(body) if s is stmt)
+        floor = body[index - 1].end_lineno if index else 0
+        while line - 1 > floor and self.src.line(line - 1).lstrip().startswith("#"):
+            line -= 1
+        return self.src.line_starts[line - 1]
+
     def mention_positions(self, expr: ast.expr) -> frozenset[tuple[int, int]]:
         """Where the lint rules report the legacy name ``expr`` stands for (alias or attribute)."""
         return frozenset(self.position(node) for node in self.names.mentions(expr))
@@ -95,13 +112,34 @@ class ParsedModule:
     # -- naming ------------------------------------------------------------------------------
 
     def module_alias(self, qualname: str) -> str | None:
-        """A module-level name every binding of which imports ``qualname``."""
-        scope = self.names.module_scope
+        """A module-level name every binding of which imports ``qualname``, and that no inner scope
+        rebinds."""
+        return self._aliases.get(qualname)
+
+    @cached_property
+    def _aliases(self) -> dict[str, str]:
+        # Once per module: planners ask once per site, and a scan of every binding per site made
+        # planning quadratic in pmap-dense files.
+        scope, aliases = self.names.module_scope, {}
+        inner = {name for s in self.names.scopes if s is not scope for name in s.bindings}
         for name, bindings in scope.bindings.items():
-            if bindings and all(isinstance(b, ImportBinding) and b.qualname == qualname for b in bindings):
-                if not any(name in s.bindings for s in self.names.scopes if s is not scope):
-                    return name
-        return None
+            first = bindings[0] if bindings else None
+            if isinstance(first, ImportBinding) and name not in inner and all(
+                isinstance(b, ImportBinding) and b.qualname == first.qualname for b in bindings
+            ):
+                aliases.setdefault(first.qualname, name)
+        return aliases
+
+    @cached_property
+    def indent(self) -> str:
+        """The file's indentation unit (its first indented block's), four spaces when it has none."""
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(self.text).readline):
+                if tok.type == tokenize.INDENT:
+                    return tok.string
+        except (tokenize.TokenError, SyntaxError):  # pragma: no cover - ast.parse succeeded
+            pass
+        return "    "
 
     def free(self, name: str) -> bool:
         return name not in self.identifiers and not self.names.star_imports

@@ -1,32 +1,63 @@
 """Where a module applies ``jax.pmap``, with which options, and whether the exact rewrite applies.
 
 Decisions are made on the ``ast`` with the package's one resolver (never by a name match: a
-local ``def pmap`` is not jax's); the LibCST side only splices the replacement texts planned here.
+local ``def pmap`` is not jax's). Every application is classified (call, decorator, or a mention
+used as a value), its options are read, and it is either given ``options`` (what
+``_pmap_render`` needs to write ``jax.jit(jax.shard_map(jax.vmap(f), ...))``) or a ``reason``.
+The texts are rendered once here too, into a scratch plan, so a naming problem is a reason on
+the check path and not a surprise when fixing.
 """
 
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from jaxmigrate.names import LOCAL, ImportBinding, NameResolver, OpaqueBinding, Target, ValueBinding
+from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.migrate._plan import Plan, Unprovable
+from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
 
 PMAP = "jax.pmap"
-HELPER = "_shard_map_like_pmap"
+# pmap names an unnamed axis so; collectives written against it must keep working.
+INTERNAL_AXIS = "_internal_pmap_axis_name"
+READABLE_AXIS = "devices"  # what an unnamed pmap's axis is called otherwise
 
-# pmap's keyword-only options, and where each goes in the rewrite.
-_TO_HELPER = ("axis_name", "in_axes", "out_axes")
-_TO_JIT = {"static_broadcasted_argnums": "static_argnums", "donate_argnums": "donate_argnums"}
+_OPTIONS = ("axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums")
 _REFUSED = {
-    "devices": "`devices=` picks a device subset the generated mesh (the first n devices, as pmap "
-    "picks them without `devices=`) would not reproduce",
-    "backend": "`backend=` selects a platform the generated mesh does not model",
+    "devices": "`devices=` picks a device subset the module-level mesh of all devices would not reproduce",
+    "backend": "`backend=` selects a platform the module-level mesh does not model",
     "axis_size": "`axis_size=` (without `devices=`) is not translated; remove it or migrate by hand",
 }
+_MULTI_PROCESS_WORDS = frozenset({"process_index", "process_count", "distributed", "initialize",
+                                  "host_local_array_to_global_array", "multihost_utils"})
 
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based characters)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The pmap's axis name: what identifies it (its value, or the qualified name of the constant
+    it is read from), its value when known, and the expression that spells it (None: unnamed)."""
+
+    key: str
+    value: str | None = None
+    expr: ast.expr | None = None
+
+
+@dataclass
+class PmapOptions:
+    """What a rewritable application maps and how: the parts of the replacement."""
+
+    axis: Axis
+    fun: ast.expr | None = None  # the mapped function (call form); the decorated def otherwise
+    in_axes: ast.expr | None = None
+    out_axes: ast.expr | None = None
+    static: tuple[int, ...] = ()
+    static_expr: ast.expr | None = None
+    donate: ast.expr | None = None
+    partial: ast.Call | None = None  # the partial(jax.pmap, ...) the options came from
+    arity: int | None = None  # positional parameters, known when static arguments need it
 
 
 @dataclass
@@ -41,39 +72,8 @@ class Application:
     span: Span | None = None
     mapped: ast.AST | None = None  # the function pmap maps, when it can be found
     reason: str | None = None
-    decorators: tuple[str, ...] = ()  # decorator kind: the replacement decorators
-    replacement: str = ""  # call kind: the replacement expression
-    nested_with: list["Application"] = field(default_factory=list)
-
-
-class _Source:
-    """ast positions (1-based lines, UTF-8 byte columns) to 0-based character columns."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.lines = text.splitlines(keepends=True) or [""]
-
-    def column(self, line: int, byte_col: int) -> int:
-        text = self.lines[line - 1]
-        return byte_col if text.isascii() else len(text.encode("utf-8")[:byte_col].decode("utf-8"))
-
-    def span(self, node: ast.AST) -> Span:
-        return (node.lineno, self.column(node.lineno, node.col_offset),
-                node.end_lineno, self.column(node.end_lineno, node.end_col_offset))
-
-    def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or ""
-
-    def indent(self, line: int) -> str:
-        text = self.lines[line - 1]
-        return text[: len(text) - len(text.lstrip(" \t"))]
-
-
-def _has_comment(code: str) -> bool:
-    try:
-        return any(tok.type == tokenize.COMMENT for tok in tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return True
+    options: PmapOptions | None = None  # set when the rewrite is offered
+    nested_with: list[Application] = field(default_factory=list)
 
 
 def _axes_literal(node: ast.expr) -> bool:
@@ -85,6 +85,10 @@ def _axes_literal(node: ast.expr) -> bool:
     if isinstance(node, ast.Dict):
         return all(isinstance(k, ast.Constant) for k in node.keys) and all(map(_axes_literal, node.values))
     return False
+
+
+def _has_none(node: ast.expr) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value is None for n in ast.walk(node))
 
 
 def _argnums_literal(node: ast.expr) -> tuple[int, ...] | None:
@@ -101,21 +105,20 @@ def _argnums_literal(node: ast.expr) -> tuple[int, ...] | None:
 class Planner:
     """Finds every pmap application of one module and plans its rewrite (or says why not)."""
 
-    def __init__(self, text: str, tree: ast.Module) -> None:
-        self.source = _Source(text)
-        self.tree = tree
-        self.resolver = NameResolver(tree)
-        self.parents: dict[int, ast.AST] = {}
-        for parent in ast.walk(tree):
-            for child in ast.iter_child_nodes(parent):
-                self.parents[id(child)] = parent
-        self.module_alias, self.needs_jax_import = self._module_jax_alias()
-        self.functools_alias = self._module_alias_of("functools")
-        self.helper_state = self._helper_state()
+    def __init__(self, text: str, tree: ast.Module, names: NameResolver | None = None,
+                 module: ParsedModule | None = None) -> None:
+        self.module = module if module is not None else ParsedModule(text, tree, names)
+        self.source = self.module.src
+        self.tree = self.module.tree
+        self.resolver = self.module.names
+        self.parents = self.module.parent
+        self._apps: list[Application] | None = None
 
     # -- discovery ----------------------------------------------------------------------
 
     def applications(self) -> list[Application]:
+        if self._apps is not None:
+            return self._apps
         apps = []
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
@@ -131,18 +134,30 @@ class Planner:
                 other = app.nested_with[0]
                 app.reason = (f"nested pmap (with the pmap at line {other.line}): a shard_map inside "
                               "a shard_map needs a 2-D mesh; migrate by hand")
+            if app.reason is None and app.options is not None:
+                self._check_keyword_calls(app)
+        self._check_rendering(apps)
+        for app in apps:
+            if app.reason is not None:
+                app.options = None
+        self._apps = apps
         return apps
 
     def _app(self, ref: ast.expr) -> Application:
-        line, column, _, _ = self.source.span(ref)
-        return Application(ref, line, column + 1)
+        line, column = self.source.position(self.source.span(ref)[0])
+        return Application(ref, line, column)
+
+    def _span(self, node: ast.AST) -> Span:
+        start, end = self.source.span(node)
+        (line, column), (end_line, end_column) = self.source.position(start), self.source.position(end)
+        return (line, column - 1, end_line, end_column - 1)
 
     def _classify(self, ref: ast.expr, targets: tuple[Target, ...]) -> Application | None:
         parent = self.parents.get(id(ref))
         app = self._app(ref)
         if len(targets) > 1 or targets[0].name == LOCAL:
             names = ", ".join(sorted("a local binding" if t.name == LOCAL else t.name for t in targets))
-            app.reason = f"`{self.source.segment(ref)}` may be {names}; not rewritten on a guess"
+            app.reason = f"`{self.module.segment(ref)}` may be {names}; not rewritten on a guess"
         target = targets[0]
         if target.partials:
             # A name bound to partial(jax.pmap, ...): the options live where the partial is made.
@@ -192,7 +207,7 @@ class Planner:
     # -- planning -----------------------------------------------------------------------
 
     def _plan_call(self, app: Application, call: ast.Call, partial: ast.Call | None) -> Application:
-        app.kind, app.node, app.span = "call", call, self.source.span(call)
+        app.kind, app.node, app.span = "call", call, self._span(call)
         positional = list(call.args)
         keywords = list(partial.keywords if partial is not None else []) + list(call.keywords)
         if partial is not None and len(partial.args) > 1:
@@ -209,142 +224,214 @@ class Planner:
             app.mapped = next((d for d in defs if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
         if len(extra) > 1:
             return self._refuse(app, "pmap called with more than two positional arguments")
-        options = self._options(app, keywords, axis_name=extra[0] if extra else None)
-        if options is None:
-            return app
-        helper, jit = self._render_options(options)
-        helper_call = f"{HELPER}({', '.join([self.source.segment(fun), *helper])})"
-        jit_alias = self._jit_alias(app)
-        if app.reason is not None or jit_alias is None:
-            return app
-        args = [helper_call, *jit]
-        if call.lineno != call.end_lineno:
-            indent = self.source.indent(call.lineno)
-            inner = "".join(f"{indent}    {a},\n" for a in args)
-            app.replacement = f"{jit_alias}.jit(\n{inner}{indent})"
-        else:
-            app.replacement = f"{jit_alias}.jit({', '.join(args)})"
-        return self._check_comments(app, call)
+        options = self._options(app, keywords, extra[0] if extra else None, partial)
+        if options is not None:
+            options.fun = fun
+        return self._check_comments(app, call, options)
 
     def _plan_decorator(self, app, decorator: ast.expr, func, partial: ast.Call | None) -> Application:
-        app.kind, app.node, app.span = "decorator", decorator, self.source.span(decorator)
+        app.kind, app.node, app.span = "decorator", decorator, self._span(decorator)
         app.mapped = func
         if partial is not None and len(partial.args) > 1:
             return self._refuse(app, "`partial(jax.pmap, ...)` binds positional arguments")
-        options = self._options(app, partial.keywords if partial is not None else [], axis_name=None)
-        if options is None:
-            return app
-        helper, jit = self._render_options(options)
-        jit_alias = self._jit_alias(app)
-        if app.reason is not None or jit_alias is None:
-            return app
-        wrap = self.source.segment(partial.func) if partial is not None else None
-        first = f"{wrap}({jit_alias}.jit, {', '.join(jit)})" if jit else f"{jit_alias}.jit"
-        second = f"{wrap}({HELPER}, {', '.join(helper)})" if helper else HELPER
-        app.decorators = (first, second)
-        return self._check_comments(app, decorator)
+        options = self._options(app, partial.keywords if partial is not None else [], None, partial)
+        return self._check_comments(app, decorator, options)
 
-    def _options(self, app: Application, keywords: list[ast.keyword], axis_name: ast.expr | None):
-        options: dict[str, ast.expr] = {}
+    def _options(self, app: Application, keywords: list[ast.keyword], axis_name: ast.expr | None,
+                 partial: ast.Call | None) -> PmapOptions | None:
+        given: dict[str, ast.expr] = {}
         if axis_name is not None:
-            options["axis_name"] = axis_name
+            given["axis_name"] = axis_name
         for kw in keywords:
             if kw.arg is None:
-                return self._no_options(app, "pmap called with `**kwargs`; its options cannot be read statically")
+                return self._no(app, "pmap called with `**kwargs`; its options cannot be read statically")
             if kw.arg in _REFUSED:
-                return self._no_options(app, _REFUSED[kw.arg])
-            if kw.arg not in (*_TO_HELPER, *_TO_JIT):
-                return self._no_options(app, f"unknown pmap argument `{kw.arg}=`")
-            options[kw.arg] = kw.value
+                return self._no(app, _REFUSED[kw.arg])
+            if kw.arg not in _OPTIONS:
+                return self._no(app, f"unknown pmap argument `{kw.arg}=`")
+            given[kw.arg] = kw.value
         for name in ("in_axes", "out_axes"):
-            if name in options and not _axes_literal(options[name]):
-                return self._no_options(app, f"`{name}=` is not a literal (ints >= 0, None, tuples, lists, "
-                                         "dicts of them); its specs cannot be derived statically")
+            if name in given and not _axes_literal(given[name]):
+                return self._no(app, f"`{name}=` is not a literal (ints >= 0, None, tuples, lists, "
+                                     "dicts of them); its specs cannot be derived statically")
+        in_axes, out_axes = given.get("in_axes"), given.get("out_axes")
+        if out_axes is not None and _has_none(out_axes):
+            return self._no(app, "`out_axes=` has a None (pmap then returns one device's value as is); "
+                                 "`jax.vmap` would have to prove that value unbatched; migrate by hand")
+        if isinstance(in_axes, ast.Constant) and in_axes.value is None:
+            return self._no(app, "`in_axes=None` maps no argument (pmap raises on it)")
+        if isinstance(in_axes, ast.Dict):
+            return self._no(app, "`in_axes=` is a dict, not a prefix of the positional arguments")
         argnums = {}
-        for name in _TO_JIT:
-            if name in options:
-                argnums[name] = _argnums_literal(options[name])
+        for name in ("static_broadcasted_argnums", "donate_argnums"):
+            if name in given:
+                argnums[name] = _argnums_literal(given[name])
                 if argnums[name] is None:
-                    return self._no_options(app, f"`{name}=` is not a literal int or tuple of ints >= 0")
-        if set(argnums.get("static_broadcasted_argnums", ())) & set(argnums.get("donate_argnums", ())):
-            return self._no_options(app, "an argument is both static and donated")
-        options["_static"] = argnums.get("static_broadcasted_argnums", ())  # type: ignore[assignment]
+                    return self._no(app, f"`{name}=` is not a literal int or tuple of ints >= 0")
+        static = argnums.get("static_broadcasted_argnums", ())
+        if set(static) & set(argnums.get("donate_argnums", ())):
+            return self._no(app, "an argument is both static and donated")
+        axis = self._axis(app, given.get("axis_name"))
+        if axis is None:
+            return None
+        options = PmapOptions(axis, None, in_axes, out_axes, tuple(sorted(set(static))),
+                              given.get("static_broadcasted_argnums"), given.get("donate_argnums"), partial)
+        if static:
+            options.arity = self._arity(in_axes, app.mapped)
+            if options.arity is None:
+                return self._no(app, "static arguments need the mapped function's positional parameters "
+                                     "(a def or lambda of this module without defaults or `*args`), or "
+                                     "`in_axes=` as a tuple, to place them; migrate by hand")
+            if max(static) >= options.arity:
+                return self._no(app, "a static argument number is past the positional parameters")
         return options
 
-    def _render_options(self, options) -> tuple[list[str], list[str]]:
-        helper = [f"{name}={self.source.segment(options[name])}" for name in _TO_HELPER if name in options]
-        static = options["_static"]
-        if static:
-            helper.append(f"static_argnums=({', '.join(map(str, static))},)" if len(static) == 1
-                          else f"static_argnums=({', '.join(map(str, static))})")
-        jit = [f"{new}={self.source.segment(options[old])}" for old, new in _TO_JIT.items() if old in options]
-        return helper, jit
+    def _arity(self, in_axes: ast.expr | None, mapped: ast.AST | None) -> int | None:
+        if isinstance(in_axes, (ast.Tuple, ast.List)):
+            return len(in_axes.elts)
+        if isinstance(mapped, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = mapped.args
+            if args.vararg is None and not args.defaults:
+                return len(args.posonlyargs) + len(args.args)
+        return None
+
+    def _axis(self, app: Application, node: ast.expr | None) -> Axis | None:
+        if node is None or isinstance(node, ast.Constant) and node.value is None:
+            name = INTERNAL_AXIS if self._names_internal_axis else READABLE_AXIS
+            return Axis(name, name)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return Axis(node.value, node.value, node)
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        # A name bound once, at module level, and nowhere else: the module-level mesh and the site
+        # read the same object. Its value may live in another module (`base_layer.AXIS`).
+        if isinstance(root, ast.Name) and root.id not in self._inner_names:
+            bindings = self.resolver.bindings(root)
+            module_level = self.resolver.module_scope.bindings.get(root.id, [])
+            if len(bindings) == 1 and bindings[0] in module_level:
+                value = bindings[0].value if isinstance(bindings[0], ValueBinding) else None
+                if node is root and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    return Axis(value.value, value.value, node)
+                qualname = self.resolver.qualified_name(node)
+                if qualname is not None:
+                    return Axis(f"<{qualname}>", None, node)
+        return self._no(app, "`axis_name=` is not a string, or a constant bound once at module level; "
+                             "the mesh axis cannot be named at module level")
+
+    @cached_property
+    def _inner_names(self) -> set[str]:
+        module_scope = self.resolver.module_scope
+        return {name for scope in self.resolver.scopes if scope is not module_scope for name in scope.bindings}
+
+    @cached_property
+    def _names_internal_axis(self) -> bool:
+        return INTERNAL_AXIS in self.module.text and any(
+            isinstance(n, ast.Constant) and n.value == INTERNAL_AXIS for n in ast.walk(self.tree))
 
     def _refuse(self, app: Application, reason: str) -> Application:
         app.reason = app.reason or reason
         return app
 
-    def _no_options(self, app: Application, reason: str) -> None:
+    def _no(self, app: Application, reason: str) -> None:
+        """Refuse, and give the caller its None to return."""
         self._refuse(app, reason)
-        return None
 
-    def _check_comments(self, app: Application, node: ast.AST) -> Application:
-        if app.reason is None and _has_comment(self.source.segment(node)):
+    def _check_comments(self, app: Application, node: ast.AST, options: PmapOptions | None) -> Application:
+        if app.reason is None and self.module.has_comment(node):
             app.reason = "comments inside the pmap call would be lost; migrate by hand"
+        if app.reason is None:
+            app.options = options
         return app
 
-    # -- aliases, helper, nesting ---------------------------------------------------------
+    # -- calls of the pmapped function ----------------------------------------------------------
 
-    def _jit_alias(self, app: Application) -> str | None:
-        if self.helper_state is not None:
-            app.reason = app.reason or self.helper_state
+    @cached_property
+    def _keyword_calls(self) -> dict[str, list[ast.Call]]:
+        """Calls that pass keyword arguments, by the called name or attribute."""
+        found: dict[str, list[ast.Call]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and node.keywords:
+                func = node.func
+                key = func.id if isinstance(func, ast.Name) else f".{func.attr}" if isinstance(func, ast.Attribute) else None
+                if key:
+                    found.setdefault(key, []).append(node)
+        return found
+
+    def _check_keyword_calls(self, app: Application) -> None:
+        """shard_map takes positional arguments only (pmap maps keyword ones over axis 0)."""
+        call = self._keyword_call(app)
+        if call is not None:
+            app.reason = (f"the pmapped function is called with keyword arguments (line {call.lineno}), "
+                          "which `jax.shard_map` does not accept (pmap maps them over axis 0); pass them "
+                          "positionally first")
+
+    def _keyword_call(self, app: Application) -> ast.Call | None:
+        if app.kind == "decorator":
+            func = app.mapped
+            for call in self._keyword_calls.get(func.name, ()):
+                if any(isinstance(b, OpaqueBinding) and b.node is func for b in self.resolver.bindings(call.func)):
+                    return call
+            if isinstance(self.parents.get(id(func)), ast.ClassDef):
+                return next(iter(self._keyword_calls.get(f".{func.name}", ())), None)
             return None
-        ref = app.ref
-        if isinstance(ref, ast.Attribute) and self.resolver.qualified_name(ref.value) == "jax":
-            return self.source.segment(ref.value)  # the alias the user wrote at this very place
-        alias = self.module_alias
-        shadowed = any(alias in scope.bindings for scope in self.resolver.scopes if scope is not self.resolver.module_scope)
-        if alias is None or shadowed:
-            app.reason = app.reason or f"no unambiguous module-level name for jax (`{alias}` is rebound in a function)"
-            return None
-        return alias
-
-    def _module_alias_of(self, module: str) -> str | None:
-        """A module-level name bound only to ``module`` (its own name preferred), if any."""
-        bindings = self.resolver.module_scope.bindings
-        aliases = [name for name, bound in bindings.items()
-                   if all(isinstance(b, ImportBinding) and b.qualname == module for b in bound)]
-        return module if module in aliases else next(iter(aliases), None)
-
-    def _module_jax_alias(self) -> tuple[str | None, bool]:
-        """The module's name for jax; else ``jax``, to be imported, unless ``jax`` names something
-        else here (then None: no rewrite)."""
-        alias = self._module_alias_of("jax")
-        if alias is not None:
-            return alias, False
-        if "jax" in self.resolver.module_scope.bindings:
-            return None, False
-        return "jax", True
-
-    def _helper_state(self) -> str | None:
-        """None when the helper can be added or reused; else why the rewrite cannot use it."""
-        if self.module_alias is None:
-            return "`jax` is bound to something other than the jax module here"
-        bound = self.resolver.module_scope.bindings.get(HELPER)
-        if not bound:
-            return None
-        from jaxmigrate.migrate._pmap_helper import helper_source  # imports this module
-
-        for binding in bound:
-            node = binding.node if isinstance(binding, OpaqueBinding) else None
-            if not isinstance(node, ast.FunctionDef):
-                return f"`{HELPER}` is already bound here, and not to the generated helper"
-            lines = self.source.segment(node).splitlines()
-            indent = self.source.indent(node.lineno + 1) if len(lines) > 1 else "    "
-            expected = helper_source(self.module_alias, self.functools_alias or "functools", "\n", indent)
-            if lines != expected.strip().splitlines():
-                return f"`{HELPER}` is already defined here, and not as the generated helper"
+        parent = self.parents.get(id(app.node))
+        if isinstance(parent, ast.Call) and parent.func is app.node:
+            return parent if parent.keywords else None
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target] if isinstance(
+            parent, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                for call in self._keyword_calls.get(target.id, ()):
+                    if any(isinstance(b, ValueBinding) and b.value is app.node
+                           for b in self.resolver.bindings(call.func)):
+                        return call
+            elif isinstance(target, ast.Attribute):  # self.step = jax.pmap(...): any `.step(k=...)`
+                found = self._keyword_calls.get(f".{target.attr}")
+                if found:
+                    return found[0]
         return None
+
+    # -- the module around the applications ------------------------------------------------
+
+    @cached_property
+    def multi_process(self) -> str | None:
+        """Where the module shows it runs as several processes (the first such name), or None."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Attribute):
+                word = node.attr
+            elif isinstance(node, ast.Name):
+                word = node.id
+            elif isinstance(node, ast.alias):
+                word = (node.asname or node.name).rpartition(".")[2]
+            else:
+                continue
+            if word not in _MULTI_PROCESS_WORDS:
+                continue
+            names = {self._imported(node)} if isinstance(node, ast.alias) else self.resolver.candidates(node)
+            for name in sorted(names):
+                if name in ("jax.process_index", "jax.process_count") or name.startswith("jax.distributed") \
+                        or "multihost_utils" in name or name.endswith("host_local_array_to_global_array"):
+                    return f"`{name}` at line {node.lineno}"
+        return None
+
+    def _imported(self, alias: ast.alias) -> str:
+        statement = self.parents.get(id(alias))
+        if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+            return f"{statement.module}.{alias.name}"
+        return alias.name
+
+    def _check_rendering(self, apps: list[Application]) -> None:
+        """Render every offered rewrite into a scratch plan: what cannot be spelled here is a reason."""
+        from jaxmigrate.migrate._pmap_render import Rewriter
+
+        rewriter = Rewriter(self.module, Plan())
+        for app in apps:
+            if app.reason is None and app.options is not None:
+                try:
+                    rewriter.render(app)
+                except Unprovable as why:
+                    app.reason = str(why)
 
     def _mark_nested(self, apps: list[Application]) -> None:
         refs = {id(a.ref): a for a in apps}

@@ -40,16 +40,28 @@ class LegacyPmap(LegacyNameRule):
     ```
 
     ## Fix safety
-    Safe. Each provable application becomes `jax.jit` over a generated module-level helper,
-    `_shard_map_like_pmap`, that builds the same `jax.shard_map` JAX 0.10's own pmap builds
-    (`jax/_src/pmap.py`): a 1-D mesh of the first n devices, n the mapped axis size at call time,
-    the mapped axis squeezed on the way in and restored on the way out, `check_vma=False`. The
-    calling convention (leading device axis) and the collectives inside (`psum`, `pmean`,
-    `all_gather`, `ppermute`, `axis_index`) are unchanged; the test suite runs old and new side by
-    side on 8 CPU devices. Applications it cannot prove (nested pmap, `devices=`, `backend=`,
-    `axis_size=`, in/out axes or argnums computed at run time, pmap passed around as a value) are
-    left as they are, and the finding says why. Single-process only: multi-host pmap also converts
-    host-local arrays, which the helper does not.
+    Unsafe. Each application whose meaning the site shows becomes one expression over public
+    APIs, `jax.jit(jax.shard_map(jax.vmap(f, in_axes=...), mesh=mesh, in_specs=..., out_specs=...,
+    check_vma=False))` (a stack of three decorators for `@pmap`), over one module-level mesh per
+    axis name, `jax.make_mesh((jax.device_count(),), (axis,), axis_types=(AxisType.Auto,))`. The
+    calling convention (a leading device axis on every argument and result) and the collectives
+    inside (`psum`, `pmean`, `all_gather`, `ppermute`, `axis_index`) stay as they were; the test
+    suite runs old and new side by side on 8 CPU devices.
+
+    It is unsafe because the new code holds under one condition the old code did not need: every
+    call maps exactly `jax.device_count()` slices, in a program that runs as one process. pmap
+    sizes its mesh at each call, from the first n devices (n the length of the mapped axis), so
+    the old code also ran on fewer devices; the new code raises then. With several processes
+    (`jax.distributed`), pmap takes each process's own slices and converts them to global arrays
+    (and its results back); `jax.jit` expects global arrays, so each call site would first have to
+    build them (`jax.make_array_from_process_local_data`), and the module-level
+    `jax.device_count()` starts the backend at import, before a later `jax.distributed.initialize()`.
+    In a module that shows several processes (`jax.process_index`, `jax.process_count`,
+    `jax.distributed`, `multihost_utils`), the finding says so.
+
+    Not offered (the finding says why): nested pmaps, `devices=`, `backend=`, `axis_size=`,
+    `out_axes` with a `None`, options computed at run time, calls of the mapped function with
+    keyword arguments (`jax.shard_map` takes positional ones only), pmap passed around as a value.
 
     ## References
     - [Migrating from `jax.pmap`](https://docs.jax.dev/en/latest/migrate_pmap.html)
@@ -60,7 +72,7 @@ class LegacyPmap(LegacyNameRule):
     summary = "`jax.pmap` is superseded by `jax.shard_map` / `jax.jit`"
     trigger_words = ("pmap",)
     jax_versions = "superseded (still present in 0.10; implemented via jit + shard_map)"
-    fixable = Safety.SAFE
+    fixable = Safety.UNSAFE
 
     VALID = [
         Valid("import jax\nstep = jax.jit(jax.shard_map(f, mesh=m, in_specs=s, out_specs=s))\n"),
@@ -87,12 +99,13 @@ class LegacyPmap(LegacyNameRule):
     def __init__(self) -> None:
         super().__init__()
         self._by_mention: dict[int, list[Application]] | None = None
+        self._planner: Planner | None = None
 
     def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
         if any(app.reason is None for app in self._applications(node, ctx)):
             return Fix(
-                Safety.SAFE,
-                "rewrite as `jax.jit` over `jax.shard_map`, exactly as JAX implements pmap",
+                Safety.UNSAFE,
+                "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a module-level mesh",
                 codemod=CODEMOD,
             )
         return None
@@ -102,12 +115,20 @@ class LegacyPmap(LegacyNameRule):
         kept = sorted({app.reason for app in self._applications(node, ctx) if app.reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
-        ctx.report(node, message, self.fix_for(symbol, node, ctx))
+        fix = self.fix_for(symbol, node, ctx)
+        if fix is not None and self._planner.multi_process:
+            message += (
+                f"; this module runs as several processes ({self._planner.multi_process}), and the fix is "
+                "right in one process only: pmap takes and returns each process's own slices (it makes "
+                "them global arrays itself), `jax.jit` over the module-level mesh takes global arrays, "
+                "so every call would have to build them (`jax.make_array_from_process_local_data`)"
+            )
+        ctx.report(node, message, fix)
 
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""
         if self._by_mention is None:
-            planner = Planner(ctx.text, ctx.tree)
+            planner = self._planner = Planner(ctx.text, ctx.tree, names=ctx.names)
             self._by_mention = {}
             for app in planner.applications():
                 for origin in planner.resolver.mentions(app.ref):
