@@ -113,6 +113,15 @@ def _describe_failure(side: Side, process: Process, timeout: float) -> Failure |
         return Failure("cannot-start", f"{who} could not start: {process.start_error}. Check the interpreter path.")
     if finished:
         return None
+    failure = result.get("failure")
+    if code == _WORKER_EXIT_NO_JAX or (failure and failure.get("kind") == "no-jax"):
+        detail = failure["message"] if failure else "jax could not be imported"
+        return Failure("no-jax", f"{who} cannot import jax ({detail}). Install it into that interpreter "
+                       f"(`{side.python} -m pip install 'jax[cpu]'`) or choose another with "
+                       f"--{side.label}-python.", stderr=stderr)
+    if failure:  # its own, reported before it ended (or before it was killed, waiting on its peers)
+        return Failure(failure["kind"], f"{who}: {failure['message']}.", traceback=failure.get("traceback", ""),
+                       stderr=stderr if not failure.get("traceback") else "")
     if process.timed_out:
         hint = " (or was waiting for another process in a collective)" if many else ""
         return Failure("timeout", f"{who} did not finish within {timeout:g} s {_where(result)}{hint}; its "
@@ -122,18 +131,9 @@ def _describe_failure(side: Side, process: Process, timeout: float) -> Failure |
         return Failure("stopped", f"{who} was killed {PEER_GRACE_SECONDS:g} s after process {first.index} "
                        f"failed ({_why(first)}), {_where(result)}: it may have been waiting for that process "
                        "in a collective or in jax.distributed.initialize.", stderr=stderr)
-    failure = result.get("failure")
-    if code == _WORKER_EXIT_NO_JAX or (failure and failure.get("kind") == "no-jax"):
-        detail = failure["message"] if failure else "jax could not be imported"
-        return Failure("no-jax", f"{who} cannot import jax ({detail}). Install it into that interpreter "
-                       f"(`{side.python} -m pip install 'jax[cpu]'`) or choose another with "
-                       f"--{side.label}-python.", stderr=stderr)
     if code is not None and code < 0:
         return Failure("crashed", f"{who} was killed by {_signal_name(code)} {_where(result)}. The stderr "
                        "tail below shows where (Python's faulthandler is on).", stderr=stderr)
-    if failure:
-        return Failure(failure["kind"], f"{who}: {failure['message']}.", traceback=failure.get("traceback", ""),
-                       stderr=stderr if not failure.get("traceback") else "")
     if result.get("phase") != "done":
         return Failure("worker-error", f"{who} exited with code {code} {_where(result)} without a result.",
                        stderr=stderr)
@@ -175,10 +175,13 @@ def _side_report(side: Side, timeout: float) -> SideReport:
                     _process_failure(side, p, timeout))
         for p in side.processes
     ]
-    # The side's failure is the first process's to fail, by the time it ended: the others' often
-    # follow from it (a peer gone from a collective). A peer killed for it comes last.
-    ended = sorted((p for p in processes if p.failure), key=lambda p: (
-        p.failure.kind == "stopped", side.processes[p.index].ended_at or 0.0, p.index))
+    # The side's failure is the first process's to fail: the others' often follow from it (a peer
+    # gone from a collective). A peer killed for it comes last.
+    def order(p: ProcessSide) -> tuple[bool, float, int]:
+        process = side.processes[p.index]
+        return p.failure.kind == "stopped", process.failed_at or process.ended_at or 0.0, p.index
+
+    ended = sorted((p for p in processes if p.failure), key=order)
     first = next((p for p in side.processes if p.result), side.processes[0])
     r = first.result
     return SideReport(

@@ -6,8 +6,9 @@ each side has its own deadline. Every worker leads a new session, so killing its
 reaches whatever the user program started too; groups are killed on timeout and after a normal
 exit (to catch background children left behind).
 
-When one process of a multi-process side fails, its peers get ``PEER_GRACE_SECONDS`` to finish or
-fail on their own - in the bugs this exists for every process fails, each with its own error
+When one process of a multi-process side fails (it exits non-zero, or says so in its result.json:
+process 0 hosts the coordinator and stays up until the others are done), its peers get
+``PEER_GRACE_SECONDS`` to finish or fail on their own - in the bugs this exists for every process fails, each with its own error
 (an AssertionError on one, "Fetching value for jax.Array that spans non-addressable devices" on
 the other) - and are then killed: they may be blocked in a collective, or in
 ``jax.distributed.initialize``, waiting for the process that died.
@@ -30,6 +31,7 @@ from typing import Any
 WORKER = Path(__file__).with_name("worker.py")
 PEER_GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.02
+_PEEK_SECONDS = 0.25  # how often running workers' result.json files are read for a failure
 LOOPBACK = "127.0.0.1"  # the coordinator listens here and nowhere else
 
 # Flags the harness owns; a user's own XLA_FLAGS are kept, minus these.
@@ -49,6 +51,7 @@ class Process:
     proc: subprocess.Popen[bytes] | None = None
     seconds: float | None = None
     ended_at: float | None = None
+    failed_at: float | None = None  # when the parent saw it fail (its exit, or its result.json)
     timed_out: bool = False
     stopped_after: int | None = None  # killed by us because this process (index) failed first
     start_error: str = ""
@@ -183,9 +186,18 @@ def kill_all(sides: Sequence[Side]) -> None:
 
 
 def _note_failure(side: Side, process: Process, now: float) -> None:
+    if process.failed_at is None:
+        process.failed_at = now
     if side.first_failure is None:
         side.first_failure = process
         side.grace_until = now + PEER_GRACE_SECONDS
+
+
+def _read_result(process: Process) -> dict[str, Any]:
+    try:
+        return json.loads((process.out_dir / "result.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):  # written via os.replace: a broken worker's
+        return {}
 
 
 def _finish(side: Side, process: Process, now: float) -> None:
@@ -194,22 +206,31 @@ def _finish(side: Side, process: Process, now: float) -> None:
     process.proc.wait()
     process.ended_at = now
     process.seconds = now - side.started
-    result_path = process.out_dir / "result.json"
-    if result_path.is_file():
-        try:
-            process.result = json.loads(result_path.read_text())
-        except json.JSONDecodeError:  # written via os.replace, so only a broken worker gets here
-            process.result = {}
+    process.result = _read_result(process)
     if process.failed:
         _note_failure(side, process, now)
+
+
+def _peek(sides: Sequence[Side], now: float) -> None:
+    """Notice a running process that reports a failure, before it exits (or if it never does)."""
+    for side in sides:
+        if len(side.processes) > 1 and side.first_failure is None:
+            for process in side.processes:
+                if process.ended_at is None and _read_result(process).get("status") == "failed":
+                    _note_failure(side, process, now)
+                    break
 
 
 def wait_all(sides: Sequence[Side], timeout: float) -> None:
     """Poll every worker until it exits, its side passes its deadline, or a peer's failure ends
     its grace (polling, not wait(), so each side's times are its own though all run at once)."""
     pending = [(side, p) for side in sides for p in side.processes if p.proc is not None and p.ended_at is None]
+    peeked = 0.0
     while pending:
         now = time.monotonic()
+        if now - peeked >= _PEEK_SECONDS:
+            _peek(sides, now)
+            peeked = now
         for side, process in list(pending):
             assert process.proc is not None
             if process.proc.poll() is None:
@@ -217,7 +238,8 @@ def wait_all(sides: Sequence[Side], timeout: float) -> None:
                     process.timed_out = True
                 elif side.grace_until is not None and now >= side.grace_until:
                     assert side.first_failure is not None
-                    process.stopped_after = side.first_failure.index
+                    if side.first_failure is not process:  # (process 0 may wait after failing itself)
+                        process.stopped_after = side.first_failure.index
                 else:
                     continue
             _finish(side, process, now)

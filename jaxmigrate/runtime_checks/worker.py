@@ -16,8 +16,11 @@ to ``<index>.npz``.
 With ``processes`` > 1 the request also names this worker's ``process_id`` and the side's
 ``coordinator`` (always 127.0.0.1:PORT): the worker joins the others with
 ``jax.distributed.initialize`` and gloo CPU collectives before the program is imported (a program
-may call jax at import). A process that fails stops there and exits at once, skipping JAX's exit
-barrier, which would wait for peers that may be blocked in a collective; the parent kills those.
+may call jax at import). A process that fails stops there, says so in result.json (the parent
+watches for it and kills the peers that do not finish soon after) and exits at once, skipping
+JAX's exit barrier, which would wait for peers that may be blocked in a collective - except
+process 0, which hosts the coordinator: if it left, the others' JAX clients would abort before
+they could report their own errors, so it waits in that barrier until they are done or killed.
 """
 
 import os
@@ -37,7 +40,7 @@ import traceback  # noqa: E402
 
 _AFTER_OPT = re.compile(r"^module_\d+\..+\.(?:[a-z]+_)?after_optimizations\.txt$")
 EXIT_OK, EXIT_FAILED, EXIT_NO_JAX = 0, 3, 4
-# Set once this process has joined others: a failing process then exits without JAX's exit barrier.
+# This process's id once it has joined the others (see the module docstring on failing processes).
 _CONNECTED = []
 
 
@@ -292,7 +295,7 @@ def _connect(jax, req):
     if "cluster_detection_method" in params:  # no Slurm / MPI / TPU detection: the harness says it all
         kwargs["cluster_detection_method"] = "deactivate"
     jax.distributed.initialize(**kwargs)
-    _CONNECTED.append(True)
+    _CONNECTED.append(req["process_id"])
     process = "process %d of %d" % (req["process_id"], req["processes"])
 
     def initialize(*args, **kwargs):
@@ -419,7 +422,7 @@ def main(argv):
 
 if __name__ == "__main__":
     code = main(sys.argv)
-    if code != EXIT_OK and _CONNECTED:
+    if code != EXIT_OK and _CONNECTED and _CONNECTED[0] != 0:
         # JAX's exit handler waits for every process to reach shutdown; a peer blocked in a
         # collective never does. The parent kills the peers, so leave now, flushed.
         sys.stdout.flush()
