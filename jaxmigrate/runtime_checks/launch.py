@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 WORKER = Path(__file__).with_name("worker.py")
-PEER_GRACE_SECONDS = 5.0
+PEER_GRACE_SECONDS = 10.0
 _POLL_SECONDS = 0.02
 _PEEK_SECONDS = 0.25  # how often running workers' result.json files are read for a failure
 LOOPBACK = "127.0.0.1"  # the coordinator listens here and nowhere else
@@ -212,13 +212,19 @@ def _finish(side: Side, process: Process, now: float) -> None:
 
 
 def _peek(sides: Sequence[Side], now: float) -> None:
-    """Notice a running process that reports a failure, before it exits (or if it never does)."""
+    """Notice a running process that reports a failure, before it exits (or if it never does);
+    end the grace once every process still running is only waiting at exit."""
     for side in sides:
-        if len(side.processes) > 1 and side.first_failure is None:
-            for process in side.processes:
-                if process.ended_at is None and _read_result(process).get("status") == "failed":
-                    _note_failure(side, process, now)
-                    break
+        running = [p for p in side.processes if p.proc is not None and p.ended_at is None]
+        if len(side.processes) == 1 or not running:
+            continue
+        results = [_read_result(p) for p in running]
+        if side.first_failure is None:
+            failed = [p for p, result in zip(running, results) if result.get("status") == "failed"]
+            if failed:
+                _note_failure(side, failed[0], now)
+        if side.grace_until is not None and all(r.get("phase") in ("done", "stopped") for r in results):
+            side.grace_until = min(side.grace_until, now)
 
 
 def wait_all(sides: Sequence[Side], timeout: float) -> None:
