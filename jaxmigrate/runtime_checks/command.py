@@ -20,7 +20,10 @@ from .report import EXIT_FAILED, render
 @click.option("--entry", "entries", multiple=True, required=True, metavar="NAME",
               help="Function to call on both sides (repeatable; all run in one worker per side).")
 @click.option("--devices", default=8, show_default=True, type=click.IntRange(min=1),
-              help="Number of forced CPU devices.")
+              help="Number of forced CPU devices (per process, with --processes).")
+@click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Run each side as N JAX processes on this machine (jax.distributed on 127.0.0.1, gloo "
+                   "CPU collectives) and compare every process's outputs and collectives.")
 @click.option("--inputs", metavar="FILE.py:FUNCTION",
               help="Function building the entries' arguments, called inside each worker: returns a tuple "
                    "(positional args), a dict (keyword args) or one argument; if it takes a parameter it "
@@ -28,7 +31,7 @@ from .report import EXIT_FAILED, render
 @click.option("--old-python", metavar="PYTHON", help="Interpreter for the old side (default: this one).")
 @click.option("--new-python", metavar="PYTHON", help="Interpreter for the new side (default: this one).")
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds each side may run before its process group is killed.")
+              help="Seconds each side may run before its process groups are killed.")
 @click.option("--unreplicate", type=click.Choice(["old", "new"]),
               help="Drop that side's leading device axis where all its slices are equal "
                    "(pmap-era replicated outputs vs global ones).")
@@ -40,7 +43,7 @@ from .report import EXIT_FAILED, render
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON to this file ('-' for stdout, then no table).")
 def verify(
-    old: Path, new: Path, entries: tuple[str, ...], devices: int, inputs: str | None,
+    old: Path, new: Path, entries: tuple[str, ...], devices: int, processes: int, inputs: str | None,
     old_python: str | None, new_python: str | None, timeout: float, unreplicate: str | None,
     threefry_partitionable: str, rtol: float | None, atol: float | None, json_path: Path | None,
 ) -> None:
@@ -50,7 +53,7 @@ def verify(
     """
     try:
         report = run_verify(
-            old, new, entries, devices=devices, inputs=inputs, old_python=old_python,
+            old, new, entries, devices=devices, processes=processes, inputs=inputs, old_python=old_python,
             new_python=new_python, timeout=timeout, unreplicate=unreplicate,
             threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol,
         )

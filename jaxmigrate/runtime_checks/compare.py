@@ -159,6 +159,11 @@ def compare_leaf(
         diff.reason = f"dtype {old.dtype} vs {new.dtype}"
     elif old.shape != new.shape:
         diff.reason = f"shape {old.shape} vs {new.shape}" + _unreplicate_hint(old.shape, new.shape)
+        # With several processes a saved leaf may be one process's part of a global array.
+        notes = [f"{label}: {leaf.note}" for label, leaf in (("old", old), ("new", new))
+                 if leaf.note.startswith("process-local")]
+        if notes:
+            diff.reason += f" ({'; '.join(notes)})"
     elif old.value is None or new.value is None:
         diff.equal = old.value is None and new.value is None and old.note == new.note
         diff.reason = "" if diff.equal else f"non-array leaves differ: {old.note!r} vs {new.note!r}"

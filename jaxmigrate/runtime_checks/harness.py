@@ -1,36 +1,39 @@
 """Run the old and the new program in worker subprocesses and build the report.
 
-Both workers start at once (each is mostly waiting on XLA) and each gets its own deadline.
-Every worker is the leader of a new session, so on timeout - and after a normal exit, to catch
-background children the user program left behind - its whole process group is killed.
+``launch`` starts and watches the workers (one per side, or N per side with ``processes``); this
+module turns what they left behind - result.json, outputs, HLO dumps, stderr - into the report.
+With several processes every process's outputs and collectives are compared, process i of the
+old side against process i of the new side.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import hlo
 from .compare import Leaf, Outputs, compare_outputs
-from .report import EntryReport, EntrySide, Failure, OutputLeaf, SideReport, VerifyReport
+from .launch import LOOPBACK, PEER_GRACE_SECONDS, Process, Side, free_ports, kill_all, start, wait_all
+from .report import (
+    EntryReport,
+    EntrySide,
+    Failure,
+    OutputLeaf,
+    ProcessEntry,
+    ProcessSide,
+    SideReport,
+    VerifyReport,
+)
 
-WORKER = Path(__file__).with_name("worker.py")
 THREEFRY_CHOICES = ("true", "false", "as-is")
 _WORKER_EXIT_NO_JAX = 4
 _STDERR_TAIL_LINES = 25
-_POLL_SECONDS = 0.02
-
-# Flags the harness owns; a user's own XLA_FLAGS are kept, minus these.
-_OWNED_XLA_FLAGS = ("--xla_force_host_platform_device_count", "--xla_dump_to", "--xla_dump_hlo_as_text")
 
 
 class VerifyUsageError(ValueError):
@@ -55,156 +58,93 @@ class InputsSpec:
         return cls(Path(file_part).resolve(), function)
 
 
-@dataclass
-class _Side:
-    """One worker's lifecycle: request, process, raw result."""
-
-    label: str
-    program: Path
-    python: str
-    root: Path
-    proc: subprocess.Popen[bytes] | None = None
-    started: float = 0.0
-    seconds: float | None = None
-    timed_out: bool = False
-    start_error: str = ""
-    result: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def out_dir(self) -> Path:
-        return self.root / "out"
-
-    @property
-    def dump_dir(self) -> Path:
-        return self.root / "dump"
-
-
-def worker_env(devices: int, dump_dir: Path, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a worker starts with: forced CPU devices and an HLO dump dir."""
-    env = dict(os.environ if base is None else base)
-    kept = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_OWNED_XLA_FLAGS)]
-    env["XLA_FLAGS"] = " ".join(
-        [*kept, f"--xla_force_host_platform_device_count={devices}",
-         f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"])
-    env["JAX_PLATFORMS"] = "cpu"
-    # A persistent-cache hit skips XLA compilation, and with it the HLO dump we count from.
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
-    # On a fatal signal, Python prints where it was: the stderr tail we show for a crash.
-    env["PYTHONFAULTHANDLER"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _start(side: _Side, request: dict[str, Any], devices: int) -> None:
-    side.out_dir.mkdir(parents=True)
-    side.dump_dir.mkdir()
-    request_path = side.root / "request.json"
-    request_path.write_text(json.dumps({**request, "program": str(side.program),
-                                        "out_dir": str(side.out_dir), "dump_dir": str(side.dump_dir)}))
-    side.started = time.monotonic()
-    try:
-        with (side.root / "stdout.txt").open("wb") as out, (side.root / "stderr.txt").open("wb") as err:
-            side.proc = subprocess.Popen(
-                [side.python, str(WORKER), str(request_path)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=worker_env(devices, side.dump_dir),
-                start_new_session=True,  # its own process group, so killpg reaches its children too
-            )
-    except OSError as exc:
-        side.start_error = f"{type(exc).__name__}: {exc}"
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_all(sides: list[_Side], timeout: float) -> None:
-    """Poll every worker until it exits or passes its deadline (polling, not wait(), so each
-    side's wall time is its own even though both run at once)."""
-    pending = [s for s in sides if s.proc is not None]
-    while pending:
-        now = time.monotonic()
-        for side in list(pending):
-            assert side.proc is not None
-            if side.proc.poll() is None and now < side.started + timeout:
-                continue
-            if side.proc.returncode is None:
-                side.timed_out = True
-            _kill_group(side.proc)
-            side.proc.wait()
-            side.seconds = time.monotonic() - side.started
-            _read_result(side)
-            pending.remove(side)
-        if pending:
-            time.sleep(_POLL_SECONDS)
-
-
-def _read_result(side: _Side) -> None:
-    result_path = side.out_dir / "result.json"
-    if result_path.is_file():
-        try:
-            side.result = json.loads(result_path.read_text())
-        except json.JSONDecodeError:  # written via os.replace, so only a broken worker gets here
-            side.result = {}
-
-
-def _stderr_tail(side: _Side) -> str:
-    path = side.root / "stderr.txt"
-    if not path.is_file():
-        return ""
-    lines = path.read_text(errors="replace").splitlines()
-    return "\n".join(lines[-_STDERR_TAIL_LINES:])
-
 
 def _where(result: dict[str, Any]) -> str:
     running = result.get("running")
     if running:
         return f"while running entry {running!r}"
     phase = result.get("phase")
-    return {"import": "while importing the program", "backend": "while starting JAX"}.get(
+    return {"import": "while importing the program", "backend": "while starting JAX",
+            "connect": "while joining the other processes (jax.distributed.initialize)",
+            "done": "after finishing its entries"}.get(
         phase, "before reporting any progress" if not result else f"in phase {phase!r}")
 
 
-def _side_failure(side: _Side, timeout: float) -> Failure | None:
-    """A failure of the whole worker (not of one entry), as one paragraph."""
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _why(process: Process) -> str:
+    """What went wrong on a process, in a few words (for its peers' messages)."""
+    failure = process.result.get("failure")
+    if failure:
+        return failure["message"]
+    entry = process.result.get("entries", {}).get(process.result.get("stopped_at") or "", {})
+    if entry.get("failure"):
+        return entry["failure"]["message"]
+    code = process.returncode
+    if process.timed_out:
+        return "it did not finish in time"
+    if code is not None and code < 0:
+        return f"it was killed by {_signal_name(code)}"
+    return f"it exited with code {code}"
+
+
+def _process_failure(side: Side, process: Process, timeout: float) -> Failure | None:
+    failure = _describe_failure(side, process, timeout)
+    if failure is not None and len(side.processes) > 1:
+        failure.process = process.index
+    return failure
+
+
+def _describe_failure(side: Side, process: Process, timeout: float) -> Failure | None:
+    """A failure of a whole worker process (not of one entry), as one paragraph."""
+    many = len(side.processes) > 1
     who = f"The {side.label} side ({side.program.name}, {side.python})"
-    stderr = _stderr_tail(side)
-    if side.start_error:
-        return Failure("cannot-start", f"{who} could not start: {side.start_error}. Check the interpreter path.")
-    if side.timed_out:
-        return Failure("timeout", f"{who} did not finish within {timeout:g} s {_where(side.result)}; its process "
-                       "group was killed. If the program is only slow, raise --timeout.", stderr=stderr)
-    code = side.proc.returncode if side.proc else None
-    failure = side.result.get("failure")
+    result, code = process.result, process.returncode
+    stderr = process.stderr_tail(_STDERR_TAIL_LINES)
+    # With several processes, one that finished its entries may still be waiting in JAX's exit
+    # barrier for a peer that failed or hangs: its outputs are complete, the peer is the story.
+    finished = many and result.get("phase") in ("done", "stopped")
+    if process.start_error:
+        return Failure("cannot-start", f"{who} could not start: {process.start_error}. Check the interpreter path.")
+    if finished:
+        return None
+    failure = result.get("failure")
     if code == _WORKER_EXIT_NO_JAX or (failure and failure.get("kind") == "no-jax"):
         detail = failure["message"] if failure else "jax could not be imported"
         return Failure("no-jax", f"{who} cannot import jax ({detail}). Install it into that interpreter "
                        f"(`{side.python} -m pip install 'jax[cpu]'`) or choose another with "
                        f"--{side.label}-python.", stderr=stderr)
-    if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return Failure("crashed", f"{who} was killed by {name} {_where(side.result)}. The stderr tail "
-                       "below shows where (Python's faulthandler is on).", stderr=stderr)
-    if failure:
+    if failure:  # its own, reported before it ended (or before it was killed, waiting on its peers)
         return Failure(failure["kind"], f"{who}: {failure['message']}.", traceback=failure.get("traceback", ""),
                        stderr=stderr if not failure.get("traceback") else "")
-    if side.result.get("phase") != "done":
-        return Failure("worker-error", f"{who} exited with code {code} {_where(side.result)} without a result.",
+    if process.timed_out:
+        hint = " (or was waiting for another process in a collective)" if many else ""
+        return Failure("timeout", f"{who} did not finish within {timeout:g} s {_where(result)}{hint}; its "
+                       "process group was killed. If the program is only slow, raise --timeout.", stderr=stderr)
+    if process.stopped_after is not None:
+        first = side.processes[process.stopped_after]
+        return Failure("stopped", f"{who} was killed {PEER_GRACE_SECONDS:g} s after process {first.index} "
+                       f"failed ({_why(first)}), {_where(result)}: it may have been waiting for that process "
+                       "in a collective or in jax.distributed.initialize.", stderr=stderr)
+    if code is not None and code < 0:
+        return Failure("crashed", f"{who} was killed by {_signal_name(code)} {_where(result)}. The stderr "
+                       "tail below shows where (Python's faulthandler is on).", stderr=stderr)
+    if result.get("phase") != "done":
+        return Failure("worker-error", f"{who} exited with code {code} {_where(result)} without a result.",
                        stderr=stderr)
     return None
 
 
-def _load_outputs(side: _Side, record: dict[str, Any]) -> Outputs:
+def _load_outputs(process: Process, record: dict[str, Any]) -> Outputs:
     import numpy as np
 
     meta = record["outputs"]
-    with np.load(side.out_dir / f"{record['index']}.npz", allow_pickle=False) as npz:
+    with np.load(process.out_dir / f"{record['index']}.npz", allow_pickle=False) as npz:
         leaves = [
             Leaf(path=m["path"], dtype=m["dtype"], shape=tuple(m["shape"]) if m["shape"] is not None else None,
                  value=npz[m["key"]] if m["key"] else None, note=m.get("note", ""), sharding=m.get("sharding"))
@@ -213,29 +153,59 @@ def _load_outputs(side: _Side, record: dict[str, Any]) -> Outputs:
     return Outputs(treedef=meta["treedef"], leaves=leaves)
 
 
-def _entry_side(side: _Side, entry: str, who: str) -> tuple[EntrySide, Outputs | None]:
-    record = side.result.get("entries", {}).get(entry)
+def _entry_side(process: Process, entry: str, who: str, many: bool) -> tuple[EntrySide, Outputs | None]:
+    record = process.result.get("entries", {}).get(entry)
     if record is None:
         return EntrySide(), None
     if record.get("status") != "ok":
         raw = record.get("failure")
-        failure = Failure(raw["kind"], f"{who}: {raw['message']}.", traceback=raw.get("traceback", "")) if raw else None
+        failure = Failure(raw["kind"], f"{who}: {raw['message'].rstrip('.')}.", traceback=raw.get("traceback", ""),
+                          process=process.index if many else None) if raw else None
         return EntrySide(status="failed", failure=failure), None
     collectives = hlo.summarize_modules(
-        (name, (side.dump_dir / name).read_text(errors="replace")) for name in record["modules"])
-    outputs = _load_outputs(side, record)
-    listing = [OutputLeaf(leaf.path, leaf.shape, leaf.dtype, leaf.sharding) for leaf in outputs.leaves]
+        (name, (process.dump_dir / name).read_text(errors="replace")) for name in record["modules"])
+    outputs = _load_outputs(process, record)
+    listing = [OutputLeaf(leaf.path, leaf.shape, leaf.dtype, leaf.sharding, leaf.note) for leaf in outputs.leaves]
     return EntrySide("ok", record.get("seconds"), collectives, listing), outputs
 
 
-def _side_report(side: _Side, timeout: float) -> SideReport:
-    r = side.result
+def _side_report(side: Side, timeout: float) -> SideReport:
+    processes = [
+        ProcessSide(p.index, p.seconds, p.returncode, p.result.get("local_device_count"),
+                    _process_failure(side, p, timeout))
+        for p in side.processes
+    ]
+    # The side's failure is the first process's to fail: the others' often follow from it (a peer
+    # gone from a collective). A peer killed for it comes last.
+    def order(p: ProcessSide) -> tuple[bool, float, int]:
+        process = side.processes[p.index]
+        return p.failure.kind == "stopped", process.failed_at or process.ended_at or 0.0, p.index
+
+    ended = sorted((p for p in processes if p.failure), key=order)
+    first = next((p for p in side.processes if p.result), side.processes[0])
+    r = first.result
     return SideReport(
         label=side.label, program=str(side.program), python=side.python, jax_version=r.get("jax_version"),
         numpy_version=r.get("numpy_version"), device_count=r.get("device_count"),
         threefry_partitionable=r.get("threefry_partitionable"), seconds=side.seconds,
-        returncode=side.proc.returncode if side.proc else None, failure=_side_failure(side, timeout),
+        returncode=side.processes[0].returncode if len(processes) == 1 else None,
+        failure=ended[0].failure if ended else None, processes=processes,
     )
+
+
+def _entry_report(name: str, old: Side, new: Side, rtol: float | None, atol: float | None,
+                  unreplicate: str | None, same_jax: bool) -> EntryReport:
+    many = len(old.processes) > 1
+    results = []
+    for old_process, new_process in zip(old.processes, new.processes):
+        old_entry, old_out = _entry_side(old_process, name, f"The old side's {name}()", many)
+        new_entry, new_out = _entry_side(new_process, name, f"The new side's {name}()", many)
+        comparison = None
+        if old_out is not None and new_out is not None:
+            comparison = compare_outputs(old_out, new_out, rtol=rtol, atol=atol,
+                                         unreplicate=unreplicate, same_jax=same_jax)
+        results.append(ProcessEntry(old_process.index, old_entry, new_entry, comparison))
+    return EntryReport(name, results)
 
 
 def verify(
@@ -244,6 +214,7 @@ def verify(
     entries: Sequence[str],
     *,
     devices: int = 8,
+    processes: int = 1,
     inputs: str | InputsSpec | None = None,
     old_python: str | os.PathLike[str] | None = None,
     new_python: str | os.PathLike[str] | None = None,
@@ -254,6 +225,10 @@ def verify(
     atol: float | None = None,
 ) -> VerifyReport:
     """Run ``entries`` of both programs on ``devices`` forced CPU devices and compare them.
+
+    With ``processes`` N > 1, each side runs as N JAX processes of ``devices`` CPU devices each,
+    joined by ``jax.distributed`` on 127.0.0.1 with gloo CPU collectives; every process's outputs
+    (the part of each array on its own devices) and collectives are compared, old against new.
 
     Raises VerifyUsageError for bad arguments; everything that goes wrong while running
     (user code raising, hangs, crashes, no jax) is reported in the result instead.
@@ -270,6 +245,8 @@ def verify(
         raise VerifyUsageError(f"threefry_partitionable must be one of {THREEFRY_CHOICES}")
     if devices < 1:
         raise VerifyUsageError("devices must be at least 1")
+    if processes < 1:
+        raise VerifyUsageError("processes must be at least 1")
     spec = InputsSpec.parse(inputs) if isinstance(inputs, str) else inputs
     if spec is not None and not spec.file.is_file():
         raise VerifyUsageError(f"inputs file {spec.file} does not exist")
@@ -281,33 +258,26 @@ def verify(
     }
     with tempfile.TemporaryDirectory(prefix="jaxmigrate-verify-") as tmp:
         sides = [
-            _Side("old", old_path, str(old_python or sys.executable), Path(tmp) / "old"),
-            _Side("new", new_path, str(new_python or sys.executable), Path(tmp) / "new"),
+            Side("old", old_path, str(old_python or sys.executable), Path(tmp) / "old"),
+            Side("new", new_path, str(new_python or sys.executable), Path(tmp) / "new"),
         ]
+        if processes > 1:  # one coordinator per side, on a port of its own
+            for side, port in zip(sides, free_ports(len(sides))):
+                side.coordinator = f"{LOOPBACK}:{port}"
         try:
             for side in sides:
-                _start(side, request, devices)
-            _wait_all(sides, timeout)
+                start(side, request, devices, processes, timeout)
+            wait_all(sides, timeout)
         finally:  # e.g. KeyboardInterrupt while waiting: leave no workers behind
-            for side in sides:
-                if side.proc is not None:
-                    _kill_group(side.proc)
-                    side.proc.wait()
+            kill_all(sides)
         old_side, new_side = sides
         old_report, new_report = _side_report(old_side, timeout), _side_report(new_side, timeout)
         same_jax = old_report.jax_version == new_report.jax_version
-        entry_reports = []
-        for name in request["entries"]:
-            old_entry, old_out = _entry_side(old_side, name, f"The old side's {name}()")
-            new_entry, new_out = _entry_side(new_side, name, f"The new side's {name}()")
-            comparison = None
-            if old_out is not None and new_out is not None:
-                comparison = compare_outputs(old_out, new_out, rtol=rtol, atol=atol,
-                                             unreplicate=unreplicate, same_jax=same_jax)
-            entry_reports.append(EntryReport(name, old_entry, new_entry, comparison))
+        entry_reports = [_entry_report(name, old_side, new_side, rtol, atol, unreplicate, same_jax)
+                         for name in request["entries"]]
     settings = {
         "entries": request["entries"], "inputs": f"{spec.file}:{spec.function}" if spec else None,
         "timeout": timeout, "unreplicate": unreplicate, "threefry_partitionable": threefry_partitionable,
         "rtol": rtol, "atol": atol,
     }
-    return VerifyReport(old_report, new_report, entry_reports, devices, settings)
+    return VerifyReport(old_report, new_report, entry_reports, devices, settings, processes=processes)

@@ -6,6 +6,9 @@ Registered through the ``pytest11`` entry point, so installing jaxmigrate makes 
         report = jaxmigrate_verify(old="old/train.py", new="new/train.py", entry="main", devices=8)
         assert report.entry("main").new.collectives.count("all-reduce") == 1
 
+``processes=2, devices=2`` runs each side as 2 JAX processes of 2 CPU devices each, like
+``jaxmigrate verify --processes 2 --devices 2``.
+
 Relative paths are taken from the test file's folder, then the current directory. The test fails
 with the rendered report (worst leaves, tracebacks) unless every entry is equal.
 """
@@ -37,14 +40,15 @@ def jaxmigrate_verify(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
     def run(
         old: str | os.PathLike[str], new: str | os.PathLike[str], entry: str | Sequence[str] = "main",
-        *, devices: int = 8, check: bool = True, **options: Any,
+        *, devices: int = 8, processes: int = 1, check: bool = True, **options: Any,
     ) -> Any:
         entries = [entry] if isinstance(entry, str) else list(entry)
         for key in ("inputs",):
             if isinstance(options.get(key), str) and ":" in options[key]:
                 file, _, func = options[key].rpartition(":")
                 options[key] = f"{_resolve(file, base)}:{func}"
-        report = verify(_resolve(old, base), _resolve(new, base), entries, devices=devices, **options)
+        report = verify(_resolve(old, base), _resolve(new, base), entries, devices=devices,
+                        processes=processes, **options)
         if check and not report.equal:
             pytest.fail(f"jaxmigrate verify: exit {report.exit_code}\n{render_text(report)}", pytrace=False)
         return report

@@ -1,4 +1,9 @@
-"""The verification report: dataclasses, their JSON form, and the rich rendering."""
+"""The verification report: dataclasses, their JSON form, and the rich rendering.
+
+A side runs as one process, or as N with ``--processes N``; results are kept per process
+(``SideReport.processes``, ``EntryReport.processes``) and the text shows them one by one only
+where they differ.
+"""
 
 from __future__ import annotations
 
@@ -24,12 +29,31 @@ class Failure:
 
     kind: str  # raised | timeout | crashed | no-jax | missing-entry | missing-inputs | inputs-raised
     #            | import-error | cannot-start | worker-error
+    #            with several processes also: unsupported | connect-error | stopped (killed after a peer failed)
     message: str
     traceback: str = ""
     stderr: str = ""
+    process: int | None = None  # which process, when a side runs as several
 
-    def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "message": self.message, "traceback": self.traceback, "stderr": self.stderr}
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "traceback": self.traceback, "stderr": self.stderr,
+                "process": self.process}
+
+
+@dataclass
+class ProcessSide:
+    """One worker process of a side."""
+
+    index: int
+    seconds: float | None = None
+    returncode: int | None = None
+    local_device_count: int | None = None
+    failure: Failure | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"process": self.index, "seconds": self.seconds, "returncode": self.returncode,
+                "local_device_count": self.local_device_count,
+                "failure": self.failure.to_json() if self.failure else None}
 
 
 @dataclass
@@ -39,11 +63,12 @@ class SideReport:
     python: str
     jax_version: str | None = None
     numpy_version: str | None = None
-    device_count: int | None = None
+    device_count: int | None = None  # jax.device_count(): every process's devices
     threefry_partitionable: bool | None = None  # None: not available in this JAX, or never reached
-    seconds: float | None = None  # the worker's wall time, interpreter start to exit
-    returncode: int | None = None
-    failure: Failure | None = None
+    seconds: float | None = None  # the worker's wall time, interpreter start to exit (the slowest process's)
+    returncode: int | None = None  # the worker's; None with several processes (see processes)
+    failure: Failure | None = None  # with several processes: the first process's to fail
+    processes: list[ProcessSide] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +76,7 @@ class SideReport:
             "numpy_version": self.numpy_version, "device_count": self.device_count,
             "threefry_partitionable": self.threefry_partitionable, "seconds": self.seconds,
             "returncode": self.returncode, "failure": self.failure.to_json() if self.failure else None,
+            "processes": [p.to_json() for p in self.processes],
         }
 
 
@@ -60,6 +86,7 @@ class OutputLeaf:
     shape: tuple[int, ...] | None
     dtype: str
     sharding: str | None
+    note: str = ""  # e.g. which part of a global array this process saved
 
 
 @dataclass
@@ -79,7 +106,7 @@ class EntrySide:
             "collectives": self.collectives.to_json(),
             "outputs": [
                 {"path": o.path, "shape": list(o.shape) if o.shape is not None else None,
-                 "dtype": o.dtype, "sharding": o.sharding}
+                 "dtype": o.dtype, "sharding": o.sharding, "note": o.note}
                 for o in self.outputs
             ],
         }
@@ -95,9 +122,14 @@ def _leaf_json(d: LeafDiff) -> dict[str, Any]:
     }
 
 
+_STATUS_ORDER = ("equal", "different", "failed")
+
+
 @dataclass
-class EntryReport:
-    name: str
+class ProcessEntry:
+    """One entry on one process: process i of the old side against process i of the new side."""
+
+    process: int
     old: EntrySide
     new: EntrySide
     comparison: Comparison | None = None  # None when either side failed
@@ -111,7 +143,7 @@ class EntryReport:
     def to_json(self) -> dict[str, Any]:
         cmp = self.comparison
         return {
-            "name": self.name, "status": self.status,
+            "process": self.process, "status": self.status,
             "problems": list(cmp.problems) if cmp else [],
             "leaves": [_leaf_json(d) for d in cmp.leaves] if cmp else [],
             "old": self.old.to_json(), "new": self.new.to_json(),
@@ -119,12 +151,50 @@ class EntryReport:
 
 
 @dataclass
+class EntryReport:
+    """One entry on every process. ``old``, ``new`` and ``comparison`` are those of the process
+    that shows the entry's status (the first that failed, else the first that differs, else
+    process 0); ``processes`` has them all."""
+
+    name: str
+    processes: list[ProcessEntry]
+
+    @property
+    def status(self) -> str:
+        return max((p.status for p in self.processes), key=_STATUS_ORDER.index)
+
+    @property
+    def shown(self) -> ProcessEntry:
+        status = self.status
+        return next(p for p in self.processes if p.status == status)
+
+    @property
+    def old(self) -> EntrySide:
+        return self.shown.old
+
+    @property
+    def new(self) -> EntrySide:
+        return self.shown.new
+
+    @property
+    def comparison(self) -> Comparison | None:
+        return self.shown.comparison
+
+    def to_json(self) -> dict[str, Any]:
+        shown = self.shown.to_json()
+        del shown["process"]
+        return {"name": self.name, **shown, "shown_process": self.shown.process,
+                "processes": [p.to_json() for p in self.processes]}
+
+
+@dataclass
 class VerifyReport:
     old: SideReport
     new: SideReport
     entries: list[EntryReport]
-    devices: int
+    devices: int  # per process
     settings: dict[str, Any] = field(default_factory=dict)
+    processes: int = 1
 
     @property
     def exit_code(self) -> int:
@@ -141,16 +211,32 @@ class VerifyReport:
         return next(e for e in self.entries if e.name == name)
 
     def failures(self) -> list[tuple[str, Failure]]:
-        """(where, failure) for every side- and entry-level failure."""
-        found = [(s.label, s.failure) for s in (self.old, self.new) if s.failure]
+        """(where, failure) for every side- and entry-level failure (of every process)."""
+        if self.processes == 1:
+            found = [(s.label, s.failure) for s in (self.old, self.new) if s.failure]
+            for e in self.entries:
+                found += [(f"{label} {e.name}()", side.failure)
+                          for label, side in (("old", e.old), ("new", e.new)) if side.failure]
+            return found
+        # (side, entry, failure) in order, then the same failure on several processes told once.
+        raw = [(s.label, "", p.failure) for s in (self.old, self.new) for p in s.processes if p.failure]
         for e in self.entries:
-            found += [(f"{label} {e.name}()", side.failure)
-                      for label, side in (("old", e.old), ("new", e.new)) if side.failure]
-        return found
+            raw += [(label, f" {e.name}()", side.failure) for p in e.processes
+                    for label, side in (("old", p.old), ("new", p.new)) if side.failure]
+        groups: dict[tuple[str, ...], list[Failure]] = {}
+        for label, entry, failure in raw:
+            groups.setdefault((label, entry, failure.kind, failure.message, failure.traceback), []).append(failure)
+        found = []
+        for (label, entry, *_), same in groups.items():
+            indices = ", ".join(str(f.process) for f in same)
+            found.append((f"{label} process{'es' if len(same) > 1 else ''} {indices}{entry}", same[0]))
+        # A process killed because a peer failed comes after what made that peer fail.
+        return sorted(found, key=lambda item: item[1].kind == "stopped")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": JSON_VERSION, "exit_code": self.exit_code, "devices": self.devices,
+            "processes": self.processes,
             "settings": dict(self.settings),
             "sides": {"old": self.old.to_json(), "new": self.new.to_json()},
             "entries": [e.to_json() for e in self.entries],
@@ -170,28 +256,34 @@ def _bytes(n: int) -> str:
 
 
 def _sides_table(report: VerifyReport) -> Table:
-    table = Table(title=f"jaxmigrate verify on {report.devices} CPU devices", title_justify="left")
+    where = f"{report.devices} CPU devices"
+    if report.processes > 1:
+        where = f"{report.processes} processes x {report.devices} CPU devices"
+    table = Table(title=f"jaxmigrate verify on {where}", title_justify="left")
     table.add_column("")
     table.add_column("old")
     table.add_column("new")
     rows = [
         ("program", lambda s: s.program), ("python", lambda s: s.python),
         ("JAX", lambda s: s.jax_version or "-"),
-        ("devices", lambda s: "-" if s.device_count is None else str(s.device_count)),
+        ("devices", lambda s: "-" if s.device_count is None else str(s.device_count) + (
+            f" ({report.devices} per process)" if report.processes > 1 else "")),
         ("threefry_partitionable",
          lambda s: "n/a" if s.threefry_partitionable is None else str(s.threefry_partitionable).lower()),
         ("worker wall time", lambda s: _seconds(s.seconds)),
     ]
+    if report.processes > 1:
+        rows[-1] = ("worker wall times", lambda s: ", ".join(_seconds(p.seconds) for p in s.processes))
     for name, get in rows:
         table.add_row(name, escape(get(report.old)), escape(get(report.new)))
     return table
 
 
-def _collectives_table(entry: EntryReport) -> Table | None:
-    old, new = entry.old.collectives, entry.new.collectives
+def _collectives_table(title: str, result: ProcessEntry) -> Table:
+    old, new = result.old.collectives, result.new.collectives
     kinds = [k for k in KINDS if old.count(k) or new.count(k)]
     kinds += sorted((set(old.totals) | set(new.totals)) - set(KINDS))
-    table = Table(title=f"{entry.name}(): collectives in compiled modules", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for col in ("kind", "old count", "old bytes", "new count", "new bytes"):
         table.add_column(col, justify="left" if col == "kind" else "right")
     for kind in kinds:
@@ -201,11 +293,15 @@ def _collectives_table(entry: EntryReport) -> Table | None:
     if not kinds:
         table.add_row("(none)", "0", "-", "0", "-")
     table.caption = (f"modules compiled: old {len(old.modules)}, new {len(new.modules)}; "
-                     f"entry time: old {_seconds(entry.old.seconds)}, new {_seconds(entry.new.seconds)}")
+                     f"entry time: old {_seconds(result.old.seconds)}, new {_seconds(result.new.seconds)}")
     return table
 
 
-def _worst_lines(comparison: Comparison) -> list[str]:
+def _collective_counts(result: ProcessEntry) -> tuple[dict[str, Any], dict[str, Any]]:
+    return result.old.collectives.to_json()["totals"], result.new.collectives.to_json()["totals"]
+
+
+def _worst_lines(comparison: Comparison, indent: str = "  ") -> list[str]:
     """The worst leaves as lines, not a table: a leaf path must stay whole in a narrow terminal."""
     lines = []
     for d in comparison.worst():
@@ -213,8 +309,65 @@ def _worst_lines(comparison: Comparison) -> list[str]:
         new = f"{d.new_dtype}{list(d.new_shape or [])}"
         errors = "" if d.max_abs is None else (
             f", max abs err {d.max_abs:.3g}, max rel err {d.max_rel:.3g} (rtol {d.rtol:g}, atol {d.atol:g})")
-        lines.append(f"  [red]x[/] [bold]{escape(d.path)}[/]: {escape(d.reason)}; old {old}, new {new}{errors}")
+        lines.append(f"{indent}[red]x[/] [bold]{escape(d.path)}[/]: {escape(d.reason)}; old {old}, new {new}{errors}")
     return lines
+
+
+def _leaves_equal(cmp: Comparison) -> str:
+    return f"{sum(d.equal for d in cmp.leaves)}/{len(cmp.leaves)} leaves equal"
+
+
+def _comparison_lines(cmp: Comparison, indent: str) -> list[str]:
+    return [f"{indent}[red]structure:[/] {escape(problem)}" for problem in cmp.problems] + _worst_lines(cmp, indent)
+
+
+def _side_state(side: EntrySide) -> str:
+    if side.status == "failed":  # no failure of its own: the process was killed in it (see above)
+        return side.failure.kind if side.failure else "did not finish"
+    return {"ok": "ran", "not-run": "not run"}.get(side.status, side.status)
+
+
+_COLOURS = {"equal": "green", "different": "red", "failed": "red"}
+
+
+def _render_entry(entry: EntryReport, console: Console) -> None:
+    status = entry.status
+    line = f"[bold]{escape(entry.name)}()[/]: [{_COLOURS[status]}]{status}[/]"
+    results = entry.processes
+    if len(results) == 1:
+        cmp = results[0].comparison
+        console.print(line + (f" ({_leaves_equal(cmp)})" if cmp is not None else ""))
+        if cmp is not None:
+            for text in _comparison_lines(cmp, "  "):
+                console.print(text)
+        if status != "failed":
+            console.print(_collectives_table(f"{entry.name}(): collectives in compiled modules", results[0]))
+        return
+    if status == "equal":
+        console.print(line + f" on all {len(results)} processes ({_leaves_equal(results[0].comparison)} on each)")
+    else:
+        console.print(line)
+        for result in results:
+            colour = _COLOURS[result.status]
+            text = f"  process {result.process}: [{colour}]{result.status}[/]"
+            if result.comparison is not None:
+                text += f" ({_leaves_equal(result.comparison)})"
+            else:
+                text += f" (old {_side_state(result.old)}, new {_side_state(result.new)})"
+            console.print(text)
+            if result.comparison is not None:
+                for text in _comparison_lines(result.comparison, "    "):
+                    console.print(text)
+    ran = [r for r in results if r.comparison is not None]
+    if not ran:
+        return
+    if len(ran) == len(results) and all(_collective_counts(r) == _collective_counts(ran[0]) for r in ran):
+        console.print(_collectives_table(
+            f"{entry.name}(): collectives in compiled modules (the same on every process)", ran[0]))
+        return
+    for result in ran:
+        console.print(_collectives_table(
+            f"{entry.name}() on process {result.process}: collectives in compiled modules", result))
 
 
 def render(report: VerifyReport, console: Console) -> None:
@@ -226,20 +379,7 @@ def render(report: VerifyReport, console: Console) -> None:
             body += "\n\n" + escape(evidence.rstrip())
         console.print(Panel(body, title=f"{where}: {failure.kind}", border_style="red", title_align="left"))
     for entry in report.entries:
-        colour = {"equal": "green", "different": "red", "failed": "red"}[entry.status]
-        line = f"[bold]{escape(entry.name)}()[/]: [{colour}]{entry.status}[/]"
-        cmp = entry.comparison
-        if cmp is not None:
-            line += f" ({sum(d.equal for d in cmp.leaves)}/{len(cmp.leaves)} leaves equal)"
-        console.print(line)
-        if cmp is not None:
-            for problem in cmp.problems:
-                console.print(f"  [red]structure:[/] {escape(problem)}")
-            for line in _worst_lines(cmp):
-                console.print(line)
-        table = _collectives_table(entry)
-        if table is not None and entry.status != "failed":
-            console.print(table)
+        _render_entry(entry, console)
     summary = {0: "[green]all entries equal[/]", 1: "[red]outputs differ[/]", 2: "[red]a side failed to run[/]"}
     console.print(f"exit {report.exit_code}: {summary[report.exit_code]}")
 

@@ -12,6 +12,15 @@ Protocol: the request names the program, entries, optional inputs function, outp
 dump dir. The worker (re)writes ``result.json`` in the output dir after every step, so a parent
 that has to kill a hung worker still knows how far it got, and saves each entry's output leaves
 to ``<index>.npz``.
+
+With ``processes`` > 1 the request also names this worker's ``process_id`` and the side's
+``coordinator`` (always 127.0.0.1:PORT): the worker joins the others with
+``jax.distributed.initialize`` and gloo CPU collectives before the program is imported (a program
+may call jax at import). A process that fails stops there, says so in result.json (the parent
+watches for it and kills the peers that do not finish soon after) and exits at once, skipping
+JAX's exit barrier, which would wait for peers that may be blocked in a collective - except
+process 0, which hosts the coordinator: if it left, the others' JAX clients would abort before
+they could report their own errors, so it waits in that barrier until they are done or killed.
 """
 
 import os
@@ -31,6 +40,8 @@ import traceback  # noqa: E402
 
 _AFTER_OPT = re.compile(r"^module_\d+\..+\.(?:[a-z]+_)?after_optimizations\.txt$")
 EXIT_OK, EXIT_FAILED, EXIT_NO_JAX = 0, 3, 4
+# This process's id once it has joined the others (see the module docstring on failing processes).
+_CONNECTED = []
 
 
 class _Result:
@@ -98,15 +109,93 @@ def _block(jax, tree):
     return jax.tree_util.tree_map(lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree)
 
 
+def _bounds(index, size):
+    """A shard's index along one axis (a slice, maybe open-ended) as (start, stop)."""
+    start, stop, _ = index.indices(size)
+    return start, stop
+
+
+def _merged(intervals):
+    """Sorted disjoint (start, stop) intervals with touching ones joined: [(0, 1), (1, 2)] -> [(0, 2)]."""
+    out = []
+    for start, stop in intervals:
+        if out and out[-1][1] == start:
+            out[-1] = (out[-1][0], stop)
+        else:
+            out.append((start, stop))
+    return out
+
+
+def _process_local_block(np, arr):
+    """(numpy array, note): what this process holds of a global jax.Array.
+
+    A global array spans devices of other processes, so its value cannot be fetched here (JAX
+    raises "Fetching value for jax.Array that spans non-addressable devices"). Each process saves
+    the part on its own devices instead, assembled in global order: for an array sharded along
+    its leading axis that is exactly the process-local data ``jax.make_array_from_process_local_data``
+    takes, so it compares with a pmap-era program's per-process output; a replicated array is
+    whole on every process. Collecting other processes' parts (``process_allgather``) would be a
+    collective of its own, which hangs when a peer has failed.
+    """
+    regions = {}
+    for shard in arr.addressable_shards:
+        key = tuple(_bounds(index, size) for index, size in zip(shard.index, arr.shape))
+        regions.setdefault(key, shard)  # replicas of one region: any of them
+    if not regions:
+        return None, "a global %s%s array with no part on this process" % (arr.dtype, list(arr.shape))
+    per_axis = [sorted({key[axis] for key in regions}) for axis in range(arr.ndim)]
+    count = 1
+    for intervals in per_axis:
+        count *= len(intervals)
+    disjoint = all(a[1] <= b[0] for intervals in per_axis for a, b in zip(intervals, intervals[1:]))
+    if count != len(regions) or not disjoint:
+        return None, ("this process holds %d parts of a global %s%s array that do not form a block"
+                      % (len(regions), arr.dtype, list(arr.shape)))
+    offsets = []
+    for intervals in per_axis:
+        at, starts = 0, {}
+        for start, stop in intervals:
+            starts[(start, stop)] = at
+            at += stop - start
+        offsets.append(starts)
+    shape = [sum(stop - start for start, stop in intervals) for intervals in per_axis]
+    block = None
+    for key, shard in regions.items():
+        data = np.asarray(shard.data)
+        if block is None:
+            block = np.empty(shape, dtype=data.dtype)
+        where = tuple(slice(offsets[axis][b], offsets[axis][b] + b[1] - b[0]) for axis, b in enumerate(key))
+        block[where] = data
+    if shape == list(arr.shape):
+        return block, ""
+    spans = ", ".join(
+        ":" if merged == [(0, size)] else " + ".join("%d:%d" % b for b in merged)
+        for merged, size in zip(map(_merged, per_axis), arr.shape))
+    return block, "process-local part [%s] of a global %s array" % (spans, list(arr.shape))
+
+
 def _leaf_to_numpy(jax, np, leaf):
     """(array numpy can save without pickle, dtype name as JAX knows it, note)."""
     dtype = getattr(leaf, "dtype", None)
+    value, name, note = leaf, None, ""
     if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return np.asarray(jax.random.key_data(leaf)), "key<%s>" % dtype, "typed PRNG key: key data compared"
-    try:
-        array = np.asarray(leaf)
-    except Exception as exc:  # an opaque leaf: compare its repr only
-        return None, type(leaf).__name__, "not an array (%s): %r" % (type(exc).__name__, leaf)
+        value, name, note = jax.random.key_data(leaf), "key<%s>" % dtype, "typed PRNG key: key data compared"
+    if isinstance(value, jax.Array) and not value.is_fully_addressable:
+        try:
+            array, part = _process_local_block(np, value)
+        except Exception as exc:  # a sharding whose shards are not slices of the global array
+            array, part = None, "a global array whose local part cannot be assembled (%s: %s)" % (
+                type(exc).__name__, exc)
+        note = "; ".join(n for n in (note, part) if n)
+        if array is None:
+            return None, name or str(value.dtype), note
+    else:
+        try:
+            array = np.asarray(value)
+        except Exception as exc:  # an opaque leaf: compare its repr only
+            return None, type(leaf).__name__, "not an array (%s): %r" % (type(exc).__name__, leaf)
+    if name is not None:
+        return array, name, note
     name = str(array.dtype)
     if array.dtype.kind == "O" or array.dtype.kind in "US":
         return None, name, repr(leaf)
@@ -114,8 +203,8 @@ def _leaf_to_numpy(jax, np, leaf):
         # ml_dtypes (bfloat16, float8_*, int4) would need ml_dtypes to load back; every value
         # of theirs is exact in float32 / int64, so save that and keep the real name.
         wide = np.int64 if ("int" in name) else np.float32
-        return array.astype(wide), name, ""
-    return array, name, ""
+        return array.astype(wide), name, note
+    return array, name, note
 
 
 def _save_outputs(jax, np, out, path):
@@ -165,6 +254,59 @@ def _set_threefry(jax, mode):
     return bool(jax.config.jax_threefry_partitionable)
 
 
+def _version(text):
+    parts = []
+    for part in text.split(".")[:3]:
+        digits = re.match(r"\d+", part)
+        parts.append(int(digits.group()) if digits else 0)
+    return tuple(parts)
+
+
+class _CannotConnect(Exception):
+    """This JAX cannot run the side as several processes (the message says why)."""
+
+
+def _connect(jax, req):
+    """Join this side's other processes, before anything starts the backend."""
+    if req["devices"] > 1 and _version(jax.__version__) <= (0, 4, 30):
+        # Measured on jax 0.4.30: gloo's context setup for a psum over 2 processes x 2 devices
+        # waits 30 s on a key no process writes (cpu:gloo/0,1,131072,131073/...) and aborts.
+        raise _CannotConnect(
+            "jax %s runs CPU collectives across processes with one CPU device per process only "
+            "(with more, gloo's setup times out and aborts); use --devices 1 for this side, or a "
+            "newer JAX" % jax.__version__)
+    try:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:
+        try:  # the flag's name before jax 0.4.27
+            jax.config.update("jax_cpu_enable_gloo_collectives", True)
+        except Exception:
+            raise _CannotConnect("jax %s has no CPU collectives across processes (neither "
+                                 "jax_cpu_collectives_implementation nor jax_cpu_enable_gloo_collectives)"
+                                 % jax.__version__)
+    params = inspect.signature(jax.distributed.initialize).parameters
+    if "coordinator_bind_address" not in params:
+        # Without it the coordinator listens on every interface ([::]:PORT), not on 127.0.0.1 only.
+        raise _CannotConnect("jax %s's jax.distributed.initialize has no coordinator_bind_address, so "
+                             "its coordinator would listen on every network interface" % jax.__version__)
+    kwargs = {"coordinator_address": req["coordinator"], "coordinator_bind_address": req["coordinator"],
+              "num_processes": req["processes"], "process_id": req["process_id"],
+              "initialization_timeout": req["init_timeout"]}
+    if "cluster_detection_method" in params:  # no Slurm / MPI / TPU detection: the harness says it all
+        kwargs["cluster_detection_method"] = "deactivate"
+    jax.distributed.initialize(**kwargs)
+    _CONNECTED.append(req["process_id"])
+    process = "process %d of %d" % (req["process_id"], req["processes"])
+
+    def initialize(*args, **kwargs):
+        sys.stderr.write("jaxmigrate: the program's jax.distributed.initialize() is skipped: the harness "
+                         "already connected this process (%s)\n" % process)
+
+    # A multi-process program calls it first thing; a second call would raise ("should only be
+    # called once", or "must be called before any JAX calls": the backend is up by then).
+    jax.distributed.initialize = initialize
+
+
 def main(argv):
     with open(argv[1]) as fh:
         req = json.load(fh)
@@ -183,8 +325,23 @@ def main(argv):
 
     result.update(phase="backend", jax_version=jax.__version__, numpy_version=np.__version__)
     threefry = _set_threefry(jax, req.get("threefry_partitionable", "as-is"))
-    result.update(device_count=jax.device_count(), platform=jax.devices()[0].platform,
-                  threefry_partitionable=threefry)
+    processes = req.get("processes", 1)
+    if processes > 1:
+        result.update(phase="connect", process_id=req["process_id"])
+        cannot = None
+        try:
+            _connect(jax, req)
+        except _CannotConnect as exc:
+            cannot = str(exc)
+        except Exception as exc:
+            return _fail(result, "connect-error", "jax.distributed.initialize(coordinator_address=%r, "
+                         "num_processes=%d, process_id=%d) raised %s: %s" % (
+                             req["coordinator"], processes, req["process_id"], type(exc).__name__, exc))
+        if cannot:  # outside the except block: this file's own frames are no evidence
+            return _fail(result, "unsupported", cannot)
+    result.update(device_count=jax.device_count(), local_device_count=jax.local_device_count(),
+                  process_index=jax.process_index(), process_count=jax.process_count(),
+                  platform=jax.devices()[0].platform, threefry_partitionable=threefry)
 
     program = os.path.abspath(req["program"])
     folder = os.path.dirname(program)
@@ -193,7 +350,7 @@ def main(argv):
     result.update(phase="import")
     try:
         module = _load_module(program, _module_name(program, "jaxmigrate_program"))
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return _fail(result, "import-error", "importing %s raised %s: %s" % (program, type(exc).__name__, exc))
 
     inputs_fn = None
@@ -204,7 +361,7 @@ def main(argv):
                 inputs_file, _module_name(inputs_file, "jaxmigrate_inputs"))
         except FileNotFoundError as exc:
             return _fail(result, "missing-inputs", "inputs file %s not found (%s)" % (inputs_file, exc))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             return _fail(result, "missing-inputs", "importing inputs file %s raised %s: %s"
                          % (inputs_file, type(exc).__name__, exc))
         inputs_fn = getattr(inputs_module, inputs_name, None)
@@ -222,35 +379,53 @@ def main(argv):
                 "kind": "missing-entry", "traceback": "",
                 "message": "entry %r is not a function defined in %s" % (entry, program)})
             any_failed = True
+            if processes > 1:
+                break
             continue
         try:
             args, kwargs = _call_args(inputs_fn, entry)
             args, kwargs = _block(jax, (args, kwargs))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             record.update(status="failed", failure={
                 "kind": "inputs-raised", "traceback": _user_traceback(),
                 "message": "inputs function %r raised %s: %s" % (req["inputs"]["function"], type(exc).__name__, exc)})
             any_failed = True
+            if processes > 1:
+                break
             continue
         before = _optimized_modules(req["dump_dir"])
         t0 = time.monotonic()
         try:
             out = _block(jax, fn(*args, **kwargs))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             record.update(status="failed", failure={
                 "kind": "raised", "traceback": _user_traceback(),
                 "message": "%s() raised %s: %s" % (entry, type(exc).__name__, exc)})
             any_failed = True
+            if processes > 1:
+                break
             continue
         seconds = time.monotonic() - t0
         modules = sorted(_optimized_modules(req["dump_dir"]) - before)
         outputs = _save_outputs(jax, np, out, os.path.join(req["out_dir"], "%d.npz" % index))
         record.update(status="ok", seconds=seconds, modules=modules, outputs=outputs)
 
+    if any_failed and processes > 1:
+        # The others may be waiting for this process in a collective: nothing more is run here.
+        result.update(status="failed", phase="stopped", stopped_at=result.data["running"], running=None,
+                      seconds=time.monotonic() - started)
+        return EXIT_FAILED
     result.update(status="failed" if any_failed else "ok", phase="done", running=None,
                   seconds=time.monotonic() - started)
     return EXIT_FAILED if any_failed else EXIT_OK
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    if code != EXIT_OK and _CONNECTED and _CONNECTED[0] != 0:
+        # JAX's exit handler waits for every process to reach shutdown; a peer blocked in a
+        # collective never does. The parent kills the peers, so leave now, flushed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
