@@ -70,3 +70,9 @@ def test_a_comment_inside_the_brackets_is_never_moved():
     original = "x = f(a)  # keep\n"
     out = _rewrite(original, "f(a)", "f(" + ", ".join(f"argument_{i}" for i in range(12)) + ")")
     assert out.endswith("    argument_11,\n)  # keep\n")
+
+
+def test_a_continuation_line_of_the_users_own_bracket_is_left_to_the_user():
+    original = "y = jax.tree_map(f,\n                 tree,\n                 is_leaf=lambda x: isinstance(x, pjit.PartitionSpec))\n"
+    out = _rewrite(original, "pjit.PartitionSpec", "jax.sharding.PartitionSpec")
+    assert out == original.replace("pjit.PartitionSpec", "jax.sharding.PartitionSpec")

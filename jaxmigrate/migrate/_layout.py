@@ -5,7 +5,7 @@ opens and closes on it: one element per line, indented one step (the file's own 
 past the line, a trailing comma, the closing bracket back at the line's indentation - black's
 "magic trailing comma" layout, which every formatter reads as intended. An element still too long
 is broken the same way. Lines the edits did not lengthen are never touched, nor are brackets with
-a comprehension or a comment inside.
+a comprehension or a comment inside, nor a line that also closes a bracket opened above it.
 
 The width is the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
 file written to 80 columns gets 80-column rewrites.
@@ -66,6 +66,34 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
     return text
 
 
+def _unmatched(fragment: str) -> tuple[int, int]:
+    """(closing brackets that close nothing opened in ``fragment``, brackets left open), counted
+    outside string literals and comments."""
+    closers = opened = 0
+    for tok in _tokens(fragment):
+        if tok.type != tokenize.OP:
+            continue
+        if tok.string in "([{":
+            opened += 1
+        elif tok.string in ")]}":
+            if opened:
+                opened -= 1
+            else:
+                closers += 1
+    return closers, opened
+
+
+def _tokens(fragment: str) -> list[tokenize.TokenInfo]:
+    """The fragment's tokens, up to where the tokenizer gives up (at the end, on an open bracket)."""
+    found = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(fragment).readline):
+            found.append(tok)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return found
+
+
 def _line_of(starts: list[int], offset: int) -> int:
     import bisect
 
@@ -85,6 +113,12 @@ def _fit_line(text: str, line: int, limit: int, unit: str, was: int) -> str:
         return text
     node = _outermost_bracket(tree, source, line)
     if node is None:
+        return text
+    head = text[source.line_starts[line - 1]:source.span(node)[0]]
+    tail = text[source.span(node)[1]:source.line_starts[line - 1] + len(current)]
+    if _unmatched(tail)[0] > _unmatched(head)[1]:
+        # The line also closes a bracket opened on a line above: breaking it here would stack
+        # closing brackets; the user's own layout of that bracket is left alone.
         return text
     new_lines = _explode(source, node, line, unit)
     if new_lines is None:
