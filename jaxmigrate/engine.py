@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import enum
 import os
+import traceback
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,8 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
         return FileResult(path, [_source_error(error, path)])
     except OSError as error:
         return FileResult(path, [Finding("JM000", f"cannot write {path}: {error}", path, 1, 1, 1, 1)])
+    except Exception as error:  # the tool's own failure on one file must not cost the others
+        return FileResult(path, [_internal_error(error, path)])
 
 
 def _process_packed(args: tuple[str, tuple[str, ...], Job]) -> FileResult:
@@ -220,11 +223,24 @@ def run_stdin(
         result = process_raw(raw, display_path, settings.rule_codes_for(Path(display_path)), job)
     except SourceError as error:
         result = FileResult(display_path, [_source_error(error, display_path)])
+    except Exception as error:
+        result = FileResult(display_path, [_internal_error(error, display_path)])
     return RunResult([result])
 
 
 def _source_error(error: SourceError, path: str) -> Finding:
     return Finding("JM000", str(error), path, error.line, error.column, error.line, error.column)
+
+
+def _internal_error(error: Exception, path: str) -> Finding:
+    """JM001 for a failure outside any one rule (the resolver, a codemod, a RecursionError on a
+    pathological file): the file is left as it was and the run goes on."""
+    where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
+    return Finding(
+        "JM001", f"jaxmigrate failed on this file, which was left unchanged: {type(error).__name__}:"
+        f" {error}{at}; please report it", path, 1, 1, 1, 1,
+    )
 
 
 def _unified_diff(before: str, after: str, display_path: str) -> str:

@@ -150,6 +150,23 @@ def test_a_crashing_rule_is_JM001_and_other_findings_remain(files):
     assert "JM903" in json.loads(result.stdout)[0]["message"]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "pool"])
+def test_a_file_too_deep_to_parse_costs_only_that_file(files, jobs):
+    """CPython's parser raises RecursionError on ~3,000 chained `+`: one JM000, and --fix still
+    fixes (and reports) every other file."""
+    deep = "x.legacy\ny = " + " + ".join(["1"] * 3_000) + "\n"
+    (files / "deep.py").write_text(deep)
+    for i in range(MIN_FILES_FOR_POOL):
+        (files / f"m{i:03}.py").write_text("x.legacy\n")
+    checked = jaxmigrate(".", "--no-cache", "--jobs", jobs, "--output-format", "json")
+    assert checked.exit_code == 1
+    assert ("deep.py", "JM000", 1) in findings(checked.stdout)
+    assert len(findings(checked.stdout)) == MIN_FILES_FOR_POOL + 2  # a.py, m*.py, deep.py
+    fixed = jaxmigrate(".", "--no-cache", "--jobs", jobs, "--fix", "--output-format", "json")
+    assert (fixed.exit_code, findings(fixed.stdout)) == (1, [("deep.py", "JM000", 1)])
+    assert (files / "m000.py").read_text() == "x.modern\n" and (files / "deep.py").read_text() == deep
+
+
 # --- discovery from the command line ----------------------------------------------------------
 
 

@@ -185,3 +185,48 @@ def test_the_process_pool_fixes_like_one_process(tmp_path, monkeypatch, test_rul
         assert result.changed_files == MIN_FILES_FOR_POOL + 1
         trees[name] = {p.name: p.read_text() for p in folder.iterdir()}
     assert trees["pooled"] == trees["serial"]
+
+
+DEEP = "x.legacy\ny = " + " + ".join(["1"] * 3_000) + "\n"  # CPython's parser gives up: RecursionError
+
+
+@pytest.mark.parametrize("job", [CHECK, FIX], ids=["check", "fix"])
+@pytest.mark.parametrize("jobs", [1, 2], ids=["serial", "pool"])
+def test_a_file_too_deep_for_the_parser_is_JM000_and_the_others_stand(project, test_rules, job, jobs):
+    for i in range(MIN_FILES_FOR_POOL):
+        (project / f"m{i:03}.py").write_text("x.legacy\n")
+    (project / "deep.py").write_text(DEEP)
+    result = run(["."], job, jobs=jobs)
+    [deep] = [f for f in result.findings if f.path == "deep.py"]
+    assert deep.code == "JM000" and "too deeply nested" in deep.message
+    assert (project / "deep.py").read_text() == DEEP
+    others = [f for f in result.findings if f.path != "deep.py"]
+    if job is FIX:
+        assert others == [] and result.changed_files == MIN_FILES_FOR_POOL
+        assert (project / "m000.py").read_text() == "x.modern\n"
+    else:
+        assert [f.code for f in others] == ["JM901"] * MIN_FILES_FOR_POOL
+
+
+@pytest.mark.parametrize("job", [CHECK, FIX], ids=["check", "fix"])
+@pytest.mark.parametrize("jobs", [1, 2], ids=["serial", "pool"])
+def test_a_crash_outside_the_rules_is_that_file_s_JM001(project, test_rules, monkeypatch, job, jobs):
+    """Whatever fails on one file (the resolver, a codemod, the tool's own bug) costs only that file."""
+    for i in range(MIN_FILES_FOR_POOL):
+        (project / f"m{i:03}.py").write_text("x.legacy\n")
+    (project / "cursed.py").write_text("x.legacy\n")
+    real = engine.process_text
+
+    def process_text(source, display_path, codes, job):
+        if display_path == "cursed.py":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(source, display_path, codes, job)
+
+    monkeypatch.setattr(engine, "process_text", process_text)  # the pool's workers are forked
+    result = run(["."], job, jobs=jobs)
+    [cursed] = [f for f in result.findings if f.path == "cursed.py"]
+    assert cursed.code == "JM001" and "RecursionError" in cursed.message and "please report it" in cursed.message
+    assert (project / "cursed.py").read_text() == "x.legacy\n"
+    assert len(result.files) == MIN_FILES_FOR_POOL + 1
+    if job is FIX:
+        assert result.changed_files == MIN_FILES_FOR_POOL

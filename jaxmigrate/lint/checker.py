@@ -59,7 +59,12 @@ def rules_triggered(
 
 
 def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
-    if isinstance(error, SyntaxError) and error.lineno:
+    if isinstance(error, (RecursionError, MemoryError)):
+        # CPython's parser has a fixed nesting budget: ~3,000 chained `+` or deeply nested
+        # brackets exhaust it. Python itself could not run the file either.
+        line, column = 1, 1
+        message = f"cannot parse: too deeply nested for Python's parser ({type(error).__name__}: {error})"
+    elif isinstance(error, SyntaxError) and error.lineno:
         line = min(error.lineno, len(source.line_starts))
         # SyntaxError offsets count characters here (the text was decoded before parsing).
         column = max(error.offset or 1, 1)
@@ -87,7 +92,7 @@ def lint_text(
     try:
         try:
             tree = ast.parse(text, filename=path, type_comments=False)
-        except (SyntaxError, ValueError) as error:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
             return [parse_error(path, source, error)]
         ctx = FileContext(path=path, source=source, tree=tree, target_jax=target_jax)
         findings = _run_rules(ctx, [rule() for rule in active])
