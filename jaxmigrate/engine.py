@@ -117,7 +117,9 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
     except NotebookError as error:
         raise SourceError(str(error)) from None
     result = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes, job)
-    result.findings = [notebook.locate(f) for f in result.findings]
+    # After fixing, what remains was found in the fixed text, whose cells may start elsewhere.
+    located = notebook.located_in(result.new_text) if result.new_text is not None else notebook
+    result.findings = [located.locate(f) for f in result.findings]
     if result.changed:
         try:
             result.new_bytes = notebook.with_text(result.new_text)
