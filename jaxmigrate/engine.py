@@ -145,15 +145,29 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
             raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
         result = process_raw(raw, path, codes, job)
         if result.changed and job.mode is Mode.FIX:
-            write_atomic(Path(path), result.new_bytes)
+            try:
+                write_atomic(Path(path), result.new_bytes)
+            except OSError as error:
+                return _not_written(raw, path, codes, job, f"cannot write {path}: {_reason(error)}; not fixed")
         result.new_text = result.new_bytes = None  # not needed back from a worker process
         return result
     except SourceError as error:
         return FileResult(path, [_source_error(error, path)])
-    except OSError as error:
-        return FileResult(path, [Finding("JM000", f"cannot write {path}: {error}", path, 1, 1, 1, 1)])
     except Exception as error:  # the tool's own failure on one file must not cost the others
         return FileResult(path, [_internal_error(error, path)])
+
+
+def _not_written(raw: bytes, path: str, codes: Sequence[str], job: Job, why: str) -> FileResult:
+    """The file's findings as it still is on disk, and ``why`` it was not fixed (a JM000 that is
+    not the file's own, so it is never cached)."""
+    unfixed = process_raw(raw, path, codes, Job(Mode.CHECK, job.unsafe_fixes, job.target_jax))
+    unfixed.findings.insert(0, Finding("JM000", why, path, 1, 1, 1, 1))
+    unfixed.fix_errors = True
+    return unfixed
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
 
 
 def _process_packed(args: tuple[str, tuple[str, ...], Job]) -> FileResult:

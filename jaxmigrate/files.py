@@ -4,6 +4,7 @@ as they are) and atomic writes that keep encoding, BOM, line endings and mode.""
 from __future__ import annotations
 
 import codecs
+import errno
 import io
 import os
 import stat
@@ -92,11 +93,19 @@ def encode(source: SourceFile, new_text: str) -> bytes:
         ) from None
 
 
+class ReadOnlyFile(PermissionError):
+    pass
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path``'s contents all at once: a reader (or a crash) sees the old or the new
     file, never a half-written one. Symlinks are followed so the link itself survives."""
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(target.stat().st_mode)
+    # Replacing the file would succeed in a writable folder whatever the file's own mode (and
+    # for root, always): a file without write permission is one its owner asked to keep as is.
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise ReadOnlyFile(errno.EACCES, "the file is read-only", str(path))
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".jaxmigrate")
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -167,6 +167,16 @@ def test_a_file_too_deep_to_parse_costs_only_that_file(files, jobs):
     assert (files / "m000.py").read_text() == "x.modern\n" and (files / "deep.py").read_text() == deep
 
 
+def test_fix_leaves_a_read_only_file_alone_with_its_findings_and_why(files):
+    os.chmod(files / "a.py", 0o444)
+    result = jaxmigrate(".", "--fix")
+    assert result.exit_code == 1
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+    assert "a.py:1:1 JM000 cannot write a.py: the file is read-only; not fixed" in result.stdout
+    assert "a.py:2:1 JM901 legacy attribute" in result.stdout
+    assert "0 fixed, 2 left" in result.stdout
+
+
 # --- discovery from the command line ----------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,34 @@ def test_a_crash_outside_the_rules_is_that_file_s_JM001(project, test_rules, mon
     assert len(result.files) == MIN_FILES_FOR_POOL + 1
     if job is FIX:
         assert result.changed_files == MIN_FILES_FOR_POOL
+
+
+def test_fix_leaves_a_read_only_file_alone_and_says_so(files):
+    """0444 means "do not change me", even to root, who could replace it anyway."""
+    os.chmod(files / "a.py", 0o444)
+    result = run(["."], FIX)
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+    mine = [(f.code, f.line) for f in result.findings if f.path == "a.py"]
+    assert mine == [("JM000", 1), ("JM901", 2)]  # its findings as they still are, and why
+    [why] = [f for f in result.findings if f.path == "a.py" and f.code == "JM000"]
+    assert "read-only" in why.message and "not fixed" in why.message
+    assert result.changed_files == 0 and result.fixed == 0
+
+
+def test_a_file_in_a_folder_that_cannot_be_written_keeps_its_findings(files, monkeypatch):
+    def mkstemp(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(files))
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)  # what a 0555 folder does (but to root)
+    result = run(["."], FIX)
+    mine = [(f.code, f.line) for f in result.findings if f.path == "a.py"]
+    assert mine == [("JM000", 1), ("JM901", 2)]
+    assert "cannot write a.py" in result.findings[0].message and "Permission denied" in result.findings[0].message
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+
+
+def test_a_write_failure_is_not_cached_as_a_finding_of_the_file(files):
+    os.chmod(files / "a.py", 0o444)
+    run(["."], FIX, use_cache=True)
+    os.chmod(files / "a.py", 0o644)
+    assert codes(run(["."], use_cache=True)) == [("a.py", "JM901", 2), ("pkg/b.py", "JM902", 1)]
