@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from jaxmigrate import cache as cache_module
 from jaxmigrate.config import Settings
-from jaxmigrate.files import NOTEBOOK_SUFFIX, Discovery, SourceError, SourceFile, decode, encode, write_atomic
+from jaxmigrate.files import NOTEBOOK_SUFFIX, Discovery, FileChanged, SourceError, SourceFile, decode, encode, write_atomic
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.rule import Finding, Safety
@@ -146,7 +146,10 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
         result = process_raw(raw, path, codes, job)
         if result.changed and job.mode is Mode.FIX:
             try:
-                write_atomic(Path(path), result.new_bytes)
+                write_atomic(Path(path), result.new_bytes, expected=raw)
+            except FileChanged:
+                why = f"{path} changed while it was being fixed; not written (run jaxmigrate again)"
+                return FileResult(path, [Finding("JM000", why, path, 1, 1, 1, 1)], fix_errors=True)
             except OSError as error:
                 return _not_written(raw, path, codes, job, f"cannot write {path}: {_reason(error)}; not fixed")
         result.new_text = result.new_bytes = None  # not needed back from a worker process

@@ -97,9 +97,16 @@ class ReadOnlyFile(PermissionError):
     pass
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+class FileChanged(Exception):
+    """The file on disk is no longer the bytes the new contents were made from."""
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace ``path``'s contents all at once: a reader (or a crash) sees the old or the new
-    file, never a half-written one. Symlinks are followed so the link itself survives."""
+    file, never a half-written one. Symlinks are followed so the link itself survives.
+
+    With ``expected``, only if the file still holds exactly those bytes (the ones ``data`` was
+    made from), checked just before the replace: an edit saved meanwhile is never overwritten."""
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(target.stat().st_mode)
     # Replacing the file would succeed in a writable folder whatever the file's own mode (and
@@ -113,6 +120,8 @@ def write_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if expected is not None and target.read_bytes() != expected:
+            raise FileChanged(str(path))
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -177,6 +177,21 @@ def test_fix_leaves_a_read_only_file_alone_with_its_findings_and_why(files):
     assert "0 fixed, 2 left" in result.stdout
 
 
+def test_fix_skips_a_file_edited_while_it_ran_and_says_so(files, monkeypatch):
+    real = engine.process_raw
+
+    def process_raw(raw, display_path, codes, job):
+        result = real(raw, display_path, codes, job)
+        Path(display_path).write_text("import x\nx.legacy  # a user's edit\n")
+        return result
+
+    monkeypatch.setattr(engine, "process_raw", process_raw)
+    result = jaxmigrate("a.py", "--fix")
+    assert result.exit_code == 1
+    assert "a.py changed while it was being fixed; not written (run jaxmigrate again)" in result.stdout
+    assert (files / "a.py").read_text() == "import x\nx.legacy  # a user's edit\n"
+
+
 # --- discovery from the command line ----------------------------------------------------------
 
 

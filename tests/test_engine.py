@@ -262,3 +262,21 @@ def test_a_write_failure_is_not_cached_as_a_finding_of_the_file(files):
     run(["."], FIX, use_cache=True)
     os.chmod(files / "a.py", 0o644)
     assert codes(run(["."], use_cache=True)) == [("a.py", "JM901", 2), ("pkg/b.py", "JM902", 1)]
+
+
+def test_fix_does_not_overwrite_an_edit_saved_while_it_ran(files, monkeypatch):
+    real = engine.process_raw
+
+    def process_raw(raw, display_path, codes, job):
+        result = real(raw, display_path, codes, job)
+        if display_path == "a.py":  # the user saves the file while its fix is being worked out
+            (files / "a.py").write_text("import x\nx.legacy  # edited\n")
+        return result
+
+    monkeypatch.setattr(engine, "process_raw", process_raw)
+    result = run(["."], FIX)
+    assert (files / "a.py").read_text() == "import x\nx.legacy  # edited\n"
+    [finding] = [f for f in result.findings if f.path == "a.py"]
+    assert finding.code == "JM000" and "changed while it was being fixed" in finding.message
+    assert (files / "pkg" / "b.py").read_text() == "risky()\n" and result.changed_files == 0
+    assert sorted(p.name for p in files.iterdir()) == ["a.py", "clean.py", "pkg"]  # no temp file left

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.files import Discovery, SourceError, decode, encode, read_source, write_atomic
+from jaxmigrate.files import Discovery, FileChanged, SourceError, decode, encode, read_source, write_atomic
 
 
 def touch(root: Path, *names: str) -> None:
@@ -212,3 +212,14 @@ def test_a_failed_write_leaves_the_original_and_no_temp_file(tmp_path, monkeypat
         write_atomic(path, b"new\n")
     assert path.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+
+
+def test_an_atomic_write_of_a_file_changed_since_it_was_read_is_refused(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_bytes(b"edited\n")
+    with pytest.raises(FileChanged):
+        write_atomic(path, b"new\n", expected=b"old\n")
+    assert path.read_bytes() == b"edited\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+    write_atomic(path, b"new\n", expected=b"edited\n")
+    assert path.read_bytes() == b"new\n"
