@@ -11,7 +11,7 @@ import click
 from jaxmigrate import __version__
 from jaxmigrate.lint.output import FORMATS
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class DefaultToCheck(click.Group):
@@ -32,6 +32,14 @@ class DefaultToCheck(click.Group):
             module, _, attr = self.lazy[name].partition(":")
             return getattr(import_module(module), attr)
         return super().get_command(ctx, name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # 130 = 128 + SIGINT, as shells report it: not 1, which means "findings remain".
+            click.echo("jaxmigrate: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         known = {*self.commands, *self.lazy}

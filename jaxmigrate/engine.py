@@ -10,14 +10,17 @@ import difflib
 import enum
 import os
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 from jaxmigrate import cache as cache_module
+from jaxmigrate import workers
 from jaxmigrate.config import Settings
-from jaxmigrate.files import NOTEBOOK_SUFFIX, Discovery, FileChanged, SourceError, SourceFile, decode, encode, write_atomic
+from jaxmigrate.files import (
+    NOTEBOOK_SUFFIX, Discovery, FileChanged, SourceError, SourceFile, decode, encode,
+    remove_abandoned_temp_files, write_atomic,
+)
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.rule import Finding, Safety
@@ -189,6 +192,7 @@ def run_paths(
 ) -> RunResult:
     discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude)
     files = discovery.files(paths)
+    remove_abandoned_temp_files({path.parent for path in files})  # an interrupted --fix's
     cache = cache_module.FindingsCache.open(settings.root, settings.fingerprint()) if use_cache else None
     results: list[FileResult] = []
     todo: list[tuple[str, tuple[str, ...], Job]] = []
@@ -209,7 +213,7 @@ def run_paths(
     jobs = jobs or os.cpu_count() or 1
     enough = MIN_FILES_FOR_POOL if job.mode is Mode.CHECK else MIN_FILES_FOR_POOL_WHEN_FIXING
     if jobs > 1 and len(todo) >= enough:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with workers.pool(jobs) as pool:
             chunk = max(1, len(todo) // (jobs * 8))
             for result in pool.map(_process_packed, todo, chunksize=chunk):
                 results.append(result)

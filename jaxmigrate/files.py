@@ -4,9 +4,11 @@ as they are) and atomic writes that keep encoding, BOM, line endings and mode.""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import io
 import os
+import re
 import stat
 import tempfile
 import tokenize
@@ -113,7 +115,8 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
     # for root, always): a file without write permission is one its owner asked to keep as is.
     if not mode & 0o222 or not os.access(target, os.W_OK):
         raise ReadOnlyFile(errno.EACCES, "the file is read-only", str(path))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".jaxmigrate")
+    # Named for remove_abandoned_temp_files: hidden, the writer's pid, mkstemp's 8 characters.
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".jaxmigrate")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -129,6 +132,34 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
         except FileNotFoundError:
             pass
         raise
+
+
+TEMP_FILE = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.jaxmigrate")
+
+
+def remove_abandoned_temp_files(folders: Iterable[Path]) -> None:
+    """Delete the temp files of write_atomic that a killed run left in ``folders``: only names it
+    gives, and only when the process that made one is gone (another run may be writing now)."""
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            match = TEMP_FILE.fullmatch(entry.name) if entry.name.endswith(".jaxmigrate") else None
+            if match and not _process_exists(int(match.group("pid"))):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or a pid we cannot ask about: leave its file
+    return True
 
 
 def has_bom(source: SourceFile) -> bool:

@@ -7,13 +7,16 @@ legacy-pjit), including one where jax cannot be imported at all.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -452,6 +455,127 @@ def test_lint_and_fix_work_where_jax_is_not_installed(tmp_path, env_without_jax,
     assert "axis_types=" in text
     compile(text, "legacy.py", "exec")
     assert "JM506" not in {code for _, code, _ in findings(fixed.stdout)}
+
+
+# --- interruption -------------------------------------------------------------------------------
+
+# The CLI on the real rules, each file's work slowed down so that a run can be caught midway.
+SLOW_RUNNER = textwrap.dedent(
+    """\
+    import sys, time
+    from jaxmigrate import engine
+    real = engine.process_text
+    def slow(*args):
+        time.sleep(0.2)
+        return real(*args)
+    engine.process_text = slow
+    from jaxmigrate.cli import main
+    main(sys.argv[1:])
+    """
+)
+
+
+def slow_run(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """The run, and its folder; its stderr goes to a file (a pipe would wait for orphans)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for i in range(40):
+        (work / f"m{i:03}.py").write_text("import jax\ny = jax.tree_map(f, x)\n")
+    with open(tmp_path / "stderr", "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", SLOW_RUNNER, ".", "--no-cache", "--fix", *args], cwd=work,
+            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+        )
+    return process, work
+
+
+def fixed_files(work: Path) -> set[str]:
+    return {p.name for p in work.glob("m*.py") if "tree.map" in p.read_text()}
+
+
+def wait_until(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def processes(field: int, value: int) -> set[int]:
+    """Running processes whose /proc stat field (after the name: 1 parent, 2 process group) is ``value``."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[field]) == value and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def children_of(pid: int) -> set[int]:
+    return processes(1, pid)
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_pool_workers_die_with_a_killed_parent_and_stop_rewriting(tmp_path):
+    process, work = slow_run(tmp_path, "--jobs", "2")
+    workers: set[int] = set()
+    try:
+        wait_until(lambda: fixed_files(work))
+        workers = children_of(process.pid)
+        assert len(workers) == 2
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        wait_until(lambda: not any(running(pid) for pid in workers), timeout=5)
+        done = fixed_files(work)
+        time.sleep(1)
+        assert fixed_files(work) == done and len(done) < 40  # nothing rewritten after the parent died
+    finally:
+        for pid in [process.pid, *workers]:  # never leave a test's processes behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "pool"])
+def test_ctrl_c_exits_130_quietly_and_leaves_whole_files(tmp_path, jobs):
+    process, work = slow_run(tmp_path, "--jobs", jobs)
+    try:
+        wait_until(lambda: fixed_files(work))
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground process group
+        process.wait(timeout=60)
+        if sys.platform.startswith("linux"):
+            wait_until(lambda: not processes(2, process.pid), timeout=10)  # the workers are gone too
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    err = (tmp_path / "stderr").read_text()
+    assert process.returncode == 130, err
+    assert err.strip() == "jaxmigrate: interrupted"
+    for path in work.glob("m*.py"):  # each file either fixed or untouched, never half-written
+        assert path.read_text() in ("import jax\ny = jax.tree_map(f, x)\n", "import jax\ny = jax.tree.map(f, x)\n")
+    assert [p.name for p in work.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("args", [["."], ["a.py", "--fix"]], ids=["check of a folder", "fix of a named file"])
+def test_the_next_run_removes_the_temp_file_an_interrupted_run_left(files, args):
+    (files / "sub").mkdir()
+    left = [files / ".a.py.4194305.k2j3h4g5.jaxmigrate", files / "sub" / ".s.py.4194305.abcdefgh.jaxmigrate"]
+    for path in left:
+        path.write_text("import x\nx.mod")
+    (files / "sub" / "s.py").write_text("ok = 1\n")
+    jaxmigrate(*args)
+    assert not left[0].exists()
+    assert left[1].exists() == (args != ["."])  # only the folders of this run's files are looked at
 
 
 # --- progress ----------------------------------------------------------------------------------

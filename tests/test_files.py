@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.files import Discovery, FileChanged, SourceError, decode, encode, read_source, write_atomic
+from jaxmigrate.files import (
+    TEMP_FILE, Discovery, FileChanged, SourceError, decode, encode, read_source, remove_abandoned_temp_files, write_atomic,
+)
 
 
 def touch(root: Path, *names: str) -> None:
@@ -223,3 +225,26 @@ def test_an_atomic_write_of_a_file_changed_since_it_was_read_is_refused(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
     write_atomic(path, b"new\n", expected=b"edited\n")
     assert path.read_bytes() == b"new\n"
+
+
+def test_a_temp_file_left_by_a_dead_run_is_removed_and_nothing_else(tmp_path):
+    dead = 4_194_305  # above the largest pid Linux hands out: no process has it
+    left = tmp_path / f".a.py.{dead}.k2j3h4g5.jaxmigrate"
+    running = tmp_path / f".a.py.{os.getpid()}.x7y8z9w0.jaxmigrate"  # a concurrent run's, in use
+    for path in (tmp_path / "a.py", left, running, tmp_path / ".notes.jaxmigrate", tmp_path / f".b.{dead}.jaxmigrate"):
+        path.write_text("x\n")
+    remove_abandoned_temp_files([tmp_path, tmp_path / "missing"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["a.py", running.name, ".notes.jaxmigrate", f".b.{dead}.jaxmigrate"]
+    )
+
+
+def test_an_atomic_write_names_its_temp_file_so_that_it_can_be_recognised(tmp_path, monkeypatch):
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    names = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (names.append(Path(src).name), real(src, dst)))
+    write_atomic(path, b"new\n")
+    [name] = names
+    assert TEMP_FILE.fullmatch(name) and TEMP_FILE.fullmatch(name).group("pid") == str(os.getpid())
