@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import enum
-import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,7 +209,7 @@ def run_paths(
                 continue
         todo.append((display, codes, job))
 
-    jobs = jobs or os.cpu_count() or 1
+    jobs = workers.count(jobs, len(todo))
     enough = MIN_FILES_FOR_POOL if job.mode is Mode.CHECK else MIN_FILES_FOR_POOL_WHEN_FIXING
     if jobs > 1 and len(todo) >= enough:
         with workers.pool(jobs) as pool:

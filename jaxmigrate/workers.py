@@ -22,6 +22,13 @@ from typing import Iterator
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
+def count(requested: int | None, files: int) -> int:
+    """How many workers to start: as asked (default: one per core), but never more than there
+    are cores (the work is CPU-bound; each worker costs tens of MB) or files to do."""
+    cores = os.cpu_count() or 1
+    return max(1, min(requested or cores, cores, files))
+
+
 @contextlib.contextmanager
 def pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` processes. Left by an exception (Ctrl-C), it cancels the work that

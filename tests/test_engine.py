@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate import engine
+from jaxmigrate import engine, workers
 from jaxmigrate.config import load_settings
 from jaxmigrate.engine import MIN_FILES_FOR_POOL, Job, Mode
 from jaxmigrate.lint.rule import Safety
@@ -280,3 +280,35 @@ def test_fix_does_not_overwrite_an_edit_saved_while_it_ran(files, monkeypatch):
     assert finding.code == "JM000" and "changed while it was being fixed" in finding.message
     assert (files / "pkg" / "b.py").read_text() == "risky()\n" and result.changed_files == 0
     assert sorted(p.name for p in files.iterdir()) == ["a.py", "clean.py", "pkg"]  # no temp file left
+
+
+@pytest.mark.parametrize(
+    "requested, cores, files, job, expected",
+    [
+        pytest.param(100_000, 4, 40, CHECK, 4, id="--jobs 100000: the cores"),
+        pytest.param(100_000, 64, 5, FIX, 5, id="--jobs 100000, many cores: the files to do"),
+        pytest.param(None, 8, 40, CHECK, 8, id="default: the cores"),
+        pytest.param(3, 8, 40, CHECK, 3, id="fewer than the cores: as asked"),
+    ],
+)
+def test_the_pool_never_starts_more_workers_than_cores_or_files(
+    project, test_rules, monkeypatch, requested, cores, files, job, expected
+):
+    started = []
+
+    class Pool:  # records the size asked for and works in this process: nothing is started
+        def __init__(self, max_workers, initializer=None):
+            started.append(max_workers)
+
+        def map(self, function, items, chunksize=1):
+            return map(function, items)
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
+
+    monkeypatch.setattr(workers, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    for i in range(files):
+        (project / f"m{i:03}.py").write_text("x.legacy\n")
+    result = run(["."], job, jobs=requested)
+    assert started == [expected] and len(result.files) == files
