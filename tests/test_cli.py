@@ -214,6 +214,13 @@ def test_gitignored_files_are_skipped_in_directories(files):
     (files / ".gitignore").write_text("a.py\n")
     assert jaxmigrate(".", "--output-format", "json").exit_code == 0
 
+def test_a_symlinked_file_is_reported_and_fixed_once(files):
+    (files / "link.py").symlink_to("a.py")
+    assert findings(jaxmigrate(".", "--output-format", "json").stdout) == [("a.py", "JM901", 2)]
+    fixed = jaxmigrate(".", "--fix", "--no-cache", "--output-format", "json")
+    assert (fixed.exit_code, fixed.stdout.strip()) == (0, "[]")
+    assert (files / "link.py").is_symlink() and (files / "a.py").read_text() == "import x\nx.modern\n"
+
 
 # --- --fix, --diff ------------------------------------------------------------------------------
 

@@ -114,6 +114,22 @@ def test_a_file_named_twice_is_checked_once(tmp_path):
     assert found(tmp_path, tmp_path, tmp_path / "a.py") == ["a.py"]
 
 
+def test_a_file_and_links_to_it_are_checked_once_under_its_own_name(tmp_path):
+    touch(tmp_path, "pkg/a.py")
+    (tmp_path / "pkg" / "alias.py").symlink_to("a.py")
+    (tmp_path / "z.py").symlink_to(tmp_path / "pkg" / "a.py")
+    assert found(tmp_path, tmp_path) == ["pkg/a.py"]
+    assert found(tmp_path, tmp_path / "z.py", tmp_path / "pkg") == ["pkg/a.py"]
+
+
+def test_links_to_a_file_outside_the_run_are_checked_once(tmp_path):
+    touch(tmp_path, "outside/o.py")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "b.py").symlink_to(tmp_path / "outside" / "o.py")
+    (tmp_path / "in" / "c.py").symlink_to(tmp_path / "outside" / "o.py")
+    assert found(tmp_path, tmp_path / "in") == ["in/b.py"]
+
+
 # --- reading -----------------------------------------------------------------------------------
 
 
