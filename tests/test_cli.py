@@ -464,6 +464,37 @@ def test_lint_and_fix_work_where_jax_is_not_installed(tmp_path, env_without_jax,
     assert "JM506" not in {code for _, code, _ in findings(fixed.stdout)}
 
 
+# The CLI in a process of its own, on the test-only rules of conftest.py.
+TEST_RULES_RUNNER = textwrap.dedent(
+    f"""\
+    import sys
+    sys.path.insert(0, {str(Path(__file__).parent)!r})
+    from conftest import TEST_RULES
+    from jaxmigrate.lint import registry
+    registry.all_rules = lambda: TEST_RULES
+    from jaxmigrate.cli import main
+    main(sys.argv[1:])
+    """
+)
+
+
+@pytest.mark.parametrize("args", [[], *(["--output-format", f] for f in FORMATS if f != "text"), ["--diff"]],
+                         ids=["text", *(f for f in FORMATS if f != "text"), "diff"])
+def test_output_into_a_closed_pipe_stops_quietly_with_0(tmp_path, args):
+    """`jaxmigrate src/ | head -1`: no traceback, and exit 0 as ruff does (the reader chose to stop)."""
+    for i in range(20):  # far more output than a pipe buffers (64 KiB), in every format
+        (tmp_path / f"m{i:02}.py").write_text("import x\n" + "x.legacy\n" * 300)
+    process = subprocess.Popen(
+        [sys.executable, "-c", TEST_RULES_RUNNER, ".", "--no-cache", *args], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert process.stdout.read(10)
+    process.stdout.close()  # what `head` does once it has its line
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err
+
+
 # --- interruption -------------------------------------------------------------------------------
 
 # The CLI on the real rules, each file's work slowed down so that a run can be caught midway.

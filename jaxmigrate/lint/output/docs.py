@@ -32,7 +32,7 @@ def render_rules(output_format: str, out: TextIO) -> None:
         records = [tool_code_record(*item) for item in registry.TOOL_CODES.items()]
         out.write(json.dumps(records + [rule_record(r) for r in rules], indent=2) + "\n")
         return
-    from rich.console import Console
+    from jaxmigrate.lint.output.console import Console
     from rich.table import Table
 
     table = Table(title=f"jaxmigrate rules ({len(rules)})", title_justify="left")
@@ -63,7 +63,7 @@ def render_explanation(code: str, out: TextIO) -> bool:
         return False
     text = explanation_markdown(rule)
     if out.isatty():
-        from rich.console import Console
+        from jaxmigrate.lint.output.console import Console
         from rich.markdown import Markdown
 
         Console(file=out).print(Markdown(text))

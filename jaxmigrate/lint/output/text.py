@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TextIO
 
 from rich.cells import cell_len
-from rich.console import Console
 from rich.control import strip_control_codes
 from rich.text import Text
 
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.context import SourceText
 from jaxmigrate.lint.output import Report
+from jaxmigrate.lint.output.console import Console
 from jaxmigrate.lint.output.summary import fix_applies, summary_line
 from jaxmigrate.lint.rule import Finding, Safety
 
