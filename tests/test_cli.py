@@ -195,6 +195,14 @@ def test_fix_skips_a_file_edited_while_it_ran_and_says_so(files, monkeypatch):
     assert (files / "a.py").read_text() == "import x\nx.legacy  # a user's edit\n"
 
 
+def test_noqa_and_skip_file_in_strings_hide_nothing(files):
+    (files / "s.py").write_text('x.legacy; s = "# noqa"\n')
+    (files / "d.py").write_text('"""Opt out with a comment:\n# jaxmigrate: skip-file\n"""\nx.legacy\n')
+    (files / "c.py").write_text('x.legacy  # noqa: JM901\n')
+    result = jaxmigrate("s.py", "d.py", "c.py", "--output-format", "json")
+    assert findings(result.stdout) == [("d.py", "JM901", 4), ("s.py", "JM901", 1)]
+
+
 # --- discovery from the command line ----------------------------------------------------------
 
 

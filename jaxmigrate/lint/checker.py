@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 import gc
 import heapq
+import io
 import re
+import tokenize
 import traceback
 from dataclasses import dataclass
 from functools import cache
@@ -79,7 +81,7 @@ def lint_text(
     text: str, path: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int]
 ) -> list[Finding]:
     """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions."""
-    if _SKIP_FILE.search(text):
+    if _SKIP_FILE.search(text) and _skip_file_comment(text):
         return []
     active = rules_triggered(text, rules, target_jax)
     if not active:
@@ -143,13 +145,47 @@ def _position(item: tuple[int, ast.AST]) -> int:
     return item[0]
 
 
+def _comments(text: str) -> dict[int, str] | None:
+    """The comment on each line, from the tokenizer: a ``# noqa`` inside a string is no comment.
+    None when the text cannot be tokenized."""
+    comments = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return comments
+
+
+def _skip_file_comment(text: str) -> bool:
+    """Whether a comment on a line of its own says ``jaxmigrate: skip-file`` (the raw text matched
+    already; a docstring that mentions the comment does not count). A text the tokenizer gives up
+    on counts a comment it reached before giving up, and else trusts the raw match."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT and _SKIP_FILE.match(token.line[: token.start[1]] + token.string):
+                return True
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return False
+
+
 def _unsuppressed(findings: list[Finding], source: SourceText) -> list[Finding]:
     kept = []
+    tokenized = False  # only once some line's raw text says noqa: most files never need it
+    comments: dict[int, str] | None = None
     for finding in findings:
         if finding.code in ("JM000", "JM001"):
             kept.append(finding)
             continue
         match = _NOQA.search(source.line(finding.line)) if finding.line <= len(source.line_starts) else None
+        if match is not None:
+            if not tokenized:
+                tokenized, comments = True, _comments(source.text)
+            if comments is not None:  # else (cannot tokenize) the raw line is all there is
+                comment = comments.get(finding.line)
+                match = _NOQA.search(comment) if comment is not None else None
         if match is None:
             kept.append(finding)
         elif match.group("codes"):
