@@ -107,7 +107,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             f"Would fix {fixes} finding{'s' * (fixes != 1)} in {result.changed_files}"
             f" file{'s' * (result.changed_files != 1)}.\n"
         )
-        return EXIT_FINDINGS if result.diff else EXIT_CLEAN
+        return EXIT_FINDINGS if result.diff and not options.exit_zero else EXIT_CLEAN
     get_renderer(options.output_format)(report, stdout)
 
     if options.exit_zero:

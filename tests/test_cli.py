@@ -273,6 +273,38 @@ def test_diff_prints_the_fix_and_changes_nothing(files):
     assert (files / "a.py").stat().st_mtime_ns == before.st_mtime_ns
 
 
+@pytest.mark.parametrize(
+    "args, exit_code",
+    [
+        pytest.param(["--diff"], 1, id="--diff with changes: 1"),
+        pytest.param(["--diff", "--exit-zero"], 0, id="--diff --exit-zero: 0, as in ruff"),
+        pytest.param(["--fix"], 1, id="--fix, a finding left: 1"),
+        pytest.param(["--fix", "--exit-zero"], 0, id="--fix --exit-zero, a finding left: 0"),
+        pytest.param(["--fix", "--exit-zero", "--exit-non-zero-on-fix"], 0, id="--exit-zero wins over on-fix"),
+    ],
+)
+def test_exit_zero_in_every_mode(files, args, exit_code):
+    (files / "b.py").write_text("x.legacy\nrisky()\n")  # one safe fix, one unsafe finding that stays
+    result = jaxmigrate("b.py", *args)
+    assert result.exit_code == exit_code
+    assert (files / "b.py").read_text() == ("x.modern\nrisky()\n" if "--fix" in args else "x.legacy\nrisky()\n")
+
+
+@pytest.mark.parametrize(
+    "select, ignore, expected",
+    [
+        pytest.param("JM901", "JM9", ["JM901"], id="a longer --select wins over a shorter --ignore"),
+        pytest.param("JM9", "JM901", ["JM902"], id="a longer --ignore wins over a shorter --select"),
+        pytest.param("JM90", "JM9", ["JM901", "JM902"], id="longer by one character"),
+        pytest.param("JM9", "JM90", [], id="longer by one character, the other way"),
+    ],
+)
+def test_the_longer_prefix_wins_between_select_and_ignore(files, select, ignore, expected):
+    (files / "b.py").write_text("x.legacy\nrisky()\n")
+    result = jaxmigrate("b.py", "--select", select, "--ignore", ignore, "--output-format", "json")
+    assert [code for _, code, _ in findings(result.stdout)] == expected
+
+
 def test_diff_without_changes_exits_0_and_prints_nothing(files):
     (files / "b.py").write_text("risky()\n")  # unsafe only: --diff shows what --fix would do
     result = jaxmigrate("clean.py", "b.py", "--diff")
@@ -371,6 +403,25 @@ def test_jobs_give_the_same_output(files):
     pooled = jaxmigrate(".", "--no-cache", "--jobs", "3", "--output-format", "json")
     assert pooled.stdout == serial.stdout
     assert len(findings(serial.stdout)) > MIN_FILES_FOR_POOL // 2
+
+
+@pytest.mark.parametrize(
+    "handler, reported",
+    [
+        pytest.param("except ImportError:", False, id="except ImportError"),
+        pytest.param("except (ImportError, AttributeError):", False, id="ImportError in a tuple"),
+        pytest.param("except (AttributeError, ModuleNotFoundError):", False, id="ModuleNotFoundError last in a tuple"),
+        pytest.param("except AttributeError:", True, id="another exception: the import is legacy use"),
+    ],
+)
+def test_imports_in_an_import_error_fallback_are_left_alone(project, handler, reported):
+    """Real rules: a compatibility fallback for old JAX is neither reported nor rewritten."""
+    source = f"try:\n    from jax import shard_map\n{handler}\n    from jax.experimental.shard_map import shard_map\n"
+    (project / "compat.py").write_text(source)
+    checked = jaxmigrate("compat.py", "--no-cache", "--output-format", "json")
+    assert bool(findings(checked.stdout)) == reported
+    jaxmigrate("compat.py", "--no-cache", "--fix")
+    assert ((project / "compat.py").read_text() == source) != reported
 
 
 # --- the installed console script, on the real rules ------------------------------------------

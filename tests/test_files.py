@@ -264,3 +264,28 @@ def test_an_atomic_write_names_its_temp_file_so_that_it_can_be_recognised(tmp_pa
     write_atomic(path, b"new\n")
     [name] = names
     assert TEMP_FILE.fullmatch(name) and TEMP_FILE.fullmatch(name).group("pid") == str(os.getpid())
+
+
+def test_an_atomic_write_is_on_disk_before_it_replaces_the_file(tmp_path, monkeypatch):
+    """The temp file is fsynced before os.replace: a crash right after the replace must not
+    leave an empty file where the user's code was."""
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else fd))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(src)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomic(path, b"new\n")
+    assert [kind for kind, _ in events] == ["fsync", "replace"]
+    if os.path.exists("/proc/self/fd"):
+        assert events[0][1] == events[1][1]  # the temp file itself was synced, then moved in place
+    assert path.read_bytes() == b"new\n"
