@@ -718,6 +718,17 @@ def test_rules_table_and_json_list_the_same_codes(test_rules):
     assert all(code in table for code in expected)
 
 
+def test_rules_piped_prints_every_summary_whole_one_rule_a_line():
+    """No terminal, no width to fit: `jaxmigrate rules | grep JM5` must see whole rows."""
+    from jaxmigrate.lint import registry
+
+    lines = jaxmigrate("rules").stdout.splitlines()
+    for rule in registry.all_rules():
+        [row] = [line for line in lines if f" {rule.code} " in line]
+        assert rule.name in row and rule.summary in row
+    assert "…" not in "\n".join(lines)
+
+
 def test_explain_prints_the_rules_sections_and_refuses_unknown_codes():
     from jaxmigrate.lint import registry
 

@@ -42,7 +42,17 @@ def render_rules(output_format: str, out: TextIO) -> None:
         table.add_row(code, "", description, "")
     for rule in rules:
         table.add_row(rule.code, rule.name, rule.summary, rule.fixable.value if rule.fixable else "")
-    Console(file=out, soft_wrap=False).print(table)
+    # On a terminal, the table fits its width; piped (`| grep`, `| less -S`) there is no width to
+    # fit, and a row cut or wrapped to rich's default 80 columns loses the summary's end.
+    width = None if _isatty(out) else WIDTH_WHEN_PIPED
+    Console(file=out, soft_wrap=False, width=width).print(table)
+
+
+WIDTH_WHEN_PIPED = 1_000
+
+
+def _isatty(out: TextIO) -> bool:
+    return hasattr(out, "isatty") and out.isatty()
 
 
 def explanation_markdown(rule: type[Rule]) -> str:
