@@ -115,9 +115,10 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
               help="A pyproject.toml (or TOML file) to read settings from.")
 @click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to explicitly passed files too.")
+@click.option("--quiet", "-q", is_flag=True, help="Print the findings (or the diff) only: no summary line.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
-          force_exclude) -> None:
+          force_exclude, quiet) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -129,7 +130,7 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
                 use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
                 config_file=config_file, stdin_filename=stdin_filename,
-                force_exclude=force_exclude,
+                force_exclude=force_exclude, quiet=quiet,
             )
         )
     except BrokenPipeError:

@@ -203,6 +203,29 @@ def test_noqa_and_skip_file_in_strings_hide_nothing(files):
     assert findings(result.stdout) == [("d.py", "JM901", 4), ("s.py", "JM901", 1)]
 
 
+@pytest.mark.parametrize("output_format", ["text", "concise"])
+@pytest.mark.parametrize("flag", ["-q", "--quiet"])
+def test_quiet_prints_the_findings_and_no_summary(files, output_format, flag):
+    loud = jaxmigrate(".", "--output-format", output_format)
+    quiet = jaxmigrate(".", flag, "--output-format", output_format)
+    assert "1 finding, 1 fixable" in loud.stdout
+    assert quiet.stdout == loud.stdout.replace("1 finding, 1 fixable\n", "")
+    assert "JM901" in quiet.stdout and quiet.exit_code == loud.exit_code == 1
+    clean = jaxmigrate("clean.py", flag, "--output-format", output_format)
+    assert (clean.exit_code, clean.stdout) == (0, "")  # not even "All checks passed"
+
+
+def test_quiet_diff_prints_the_diff_only(files):
+    result = jaxmigrate(".", "--diff", "-q")
+    assert result.exit_code == 1 and result.stdout.startswith("--- a/a.py") and result.stderr == ""
+
+
+def test_quiet_fix_prints_what_is_left_and_no_summary(files):
+    (files / "b.py").write_text("risky()\n")
+    result = jaxmigrate(".", "--fix", "-q", "--output-format", "concise")
+    assert result.stdout == "b.py:1:1: JM902 risky call\n"
+
+
 # --- discovery from the command line ----------------------------------------------------------
 
 
@@ -702,6 +725,16 @@ def test_a_progress_bar_only_for_a_person_watching_a_long_run(monkeypatch, strea
             tick(1, files)
     assert ("checking" in err.getvalue()) == shown
     assert (f"/{files}" in err.getvalue()) == shown
+
+
+def test_no_progress_bar_when_quiet(monkeypatch):
+    from jaxmigrate import runner
+
+    monkeypatch.delenv("CI", raising=False)
+    err = Terminal()
+    with runner._progress(err, "text", quiet=True) as tick:
+        assert tick is None
+    assert err.getvalue() == ""
 
 
 # --- rules and explain -------------------------------------------------------------------------

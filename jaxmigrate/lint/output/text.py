@@ -48,8 +48,9 @@ def render(report: Report, out: TextIO) -> None:
         if finding.fix is not None:
             console.print(_fix_hint(finding, report))
         console.print()
-    style = "bold red" if report.findings else "bold green"
-    console.print(Text(summary_line(report), style=style))
+    if not report.quiet:
+        style = "bold red" if report.findings else "bold green"
+        console.print(Text(summary_line(report), style=style))
 
 
 def _color(finding: Finding) -> str:
