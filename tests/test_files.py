@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from jaxmigrate.files import (
-    TEMP_FILE, Discovery, FileChanged, SourceError, decode, encode, read_source, remove_abandoned_temp_files, write_atomic,
+    TEMP_FILE, Discovery, FileChanged, SourceError, decode, encode, read_source, remove_abandoned_temp_files,
+    write_atomic,
 )
 
 
