@@ -54,9 +54,9 @@ class FindingsCache:
         if cached is None:
             return key, None
         try:
-            return key, [_finding(item) for item in cached]
+            return key, [_finding(item, display) for item in cached]
         except (KeyError, TypeError, ValueError):
-            return key, None
+            return key, None  # an entry this version did not write as it is: work it out again
 
     def store(self, key: str, findings: list[Finding]) -> None:
         value = [_plain(f) for f in findings]
@@ -101,10 +101,35 @@ def _plain(finding: Finding) -> list:
     ]
 
 
-def _finding(item: list) -> Finding:
-    code, message, path, line, column, end_line, end_column, fix, cell = item
-    return Finding(
-        code, message, path, line, column, end_line, end_column,
-        None if fix is None else Fix(Safety(fix[0]), fix[1], tuple(Edit(*e) for e in fix[2]), fix[3]),
-        cell,
-    )
+def _finding(item: list, path: str) -> Finding:
+    """The finding an entry holds, or ValueError/TypeError when any value is not of the type
+    (and range) a finding has: the key may match an entry that was edited or planted."""
+    code, message, stored_path, line, column, end_line, end_column, fix, cell = item
+    if not (isinstance(code, str) and isinstance(message, str) and stored_path == path):
+        raise ValueError("not a finding of this file")
+    if not all(_positive(n) for n in (line, column, end_line, end_column)) or not (cell is None or _positive(cell)):
+        raise ValueError("a position is not a positive integer")
+    return Finding(code, message, path, line, column, end_line, end_column, None if fix is None else _fix(fix), cell)
+
+
+def _fix(fix: list) -> Fix:
+    safety, message, edits, codemod = fix
+    if not isinstance(message, str) or not isinstance(edits, list):
+        raise ValueError("not a fix")
+    # Only a name of this package: --fix imports a codemod by its name.
+    if codemod is not None and not (isinstance(codemod, str) and codemod.startswith("jaxmigrate.")):
+        raise ValueError("not a codemod of jaxmigrate")
+    checked = []
+    for start, end, content in edits:
+        if not (_natural(start) and _natural(end) and start <= end and isinstance(content, str)):
+            raise ValueError("not an edit")
+        checked.append(Edit(start, end, content))
+    return Fix(Safety(safety), message, tuple(checked), codemod)
+
+
+def _natural(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _positive(value) -> bool:
+    return type(value) is int and value >= 1

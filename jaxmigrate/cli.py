@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import select
+import stat
 import sys
 import traceback
 from pathlib import Path
@@ -11,7 +15,7 @@ import click
 from jaxmigrate import __version__
 from jaxmigrate.lint.output import FORMATS
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class DefaultToCheck(click.Group):
@@ -33,6 +37,24 @@ class DefaultToCheck(click.Group):
             return getattr(import_module(module), attr)
         return super().get_command(ctx, name)
 
+    def invoke(self, ctx: click.Context):
+        try:
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()  # here, not at exit, where a closed pipe is a noisy error
+                if _reader_gone(sys.stdout):
+                    raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        except KeyboardInterrupt:
+            # 130 = 128 + SIGINT, as shells report it: not 1, which means "findings remain".
+            click.echo("jaxmigrate: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader stopped (`| head -1`): stop quietly, and exit 0 as ruff does. Python
+            # would flush stdout again at exit and fail again, so stdout now goes nowhere.
+            _silence_stdout()
+            ctx.exit(EXIT_CLEAN)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         known = {*self.commands, *self.lazy}
         if args and args[0] not in known and args[0] not in ("--help", "-h", "--version"):
@@ -40,6 +62,29 @@ class DefaultToCheck(click.Group):
         elif not args:
             args = ["check"]
         return super().parse_args(ctx, args)
+
+
+def _reader_gone(stream) -> bool:
+    """Whether ``stream`` is a pipe nobody reads any more. Needed because a large write that
+    the pipe takes in part before its reader leaves does not raise: the BufferedWriter returns
+    the part it wrote, and TextIOWrapper drops the rest without a word."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode) or not hasattr(select, "poll"):
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (in tests): nothing to flush
+        pass
 
 
 @click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
@@ -72,9 +117,10 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
               help="A pyproject.toml (or TOML file) to read settings from.")
 @click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to explicitly passed files too.")
+@click.option("--quiet", "-q", is_flag=True, help="Print the findings (or the diff) only: no summary line.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
-          force_exclude, from_jax) -> None:
+          force_exclude, from_jax, quiet) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -86,9 +132,11 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
                 use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
                 config_file=config_file, stdin_filename=stdin_filename,
-                force_exclude=force_exclude, from_jax=from_jax,
+                force_exclude=force_exclude, from_jax=from_jax, quiet=quiet,
             )
         )
+    except BrokenPipeError:
+        raise  # not an internal error: the reader of stdout stopped (see DefaultToCheck.invoke)
     except runner.UsageError as error:
         click.echo(f"jaxmigrate: error: {error}", err=True)
         code = EXIT_ERROR

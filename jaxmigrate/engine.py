@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import difflib
 import enum
-import os
-from concurrent.futures import ProcessPoolExecutor
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 from jaxmigrate import cache as cache_module
+from jaxmigrate import workers
 from jaxmigrate.config import Settings
-from jaxmigrate.files import NOTEBOOK_SUFFIX, Discovery, SourceError, SourceFile, decode, encode, write_atomic
+from jaxmigrate.files import (
+    NOTEBOOK_SUFFIX, Discovery, FileChanged, SourceError, SourceFile, decode, encode,
+    remove_abandoned_temp_files, write_atomic,
+)
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.rule import Finding, Safety
@@ -117,7 +120,9 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
     except NotebookError as error:
         raise SourceError(str(error)) from None
     result = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes, job)
-    result.findings = [notebook.locate(f) for f in result.findings]
+    # After fixing, what remains was found in the fixed text, whose cells may start elsewhere.
+    located = notebook.located_in(result.new_text) if result.new_text is not None else notebook
+    result.findings = [located.locate(f) for f in result.findings]
     if result.changed:
         try:
             result.new_bytes = notebook.with_text(result.new_text)
@@ -143,13 +148,32 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
             raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
         result = process_raw(raw, path, codes, job)
         if result.changed and job.mode is Mode.FIX:
-            write_atomic(Path(path), result.new_bytes)
+            try:
+                write_atomic(Path(path), result.new_bytes, expected=raw)
+            except FileChanged:
+                why = f"{path} changed while it was being fixed; not written (run jaxmigrate again)"
+                return FileResult(path, [Finding("JM000", why, path, 1, 1, 1, 1)], fix_errors=True)
+            except OSError as error:
+                return _not_written(raw, path, codes, job, f"cannot write {path}: {_reason(error)}; not fixed")
         result.new_text = result.new_bytes = None  # not needed back from a worker process
         return result
     except SourceError as error:
         return FileResult(path, [_source_error(error, path)])
-    except OSError as error:
-        return FileResult(path, [Finding("JM000", f"cannot write {path}: {error}", path, 1, 1, 1, 1)])
+    except Exception as error:  # the tool's own failure on one file must not cost the others
+        return FileResult(path, [_internal_error(error, path)])
+
+
+def _not_written(raw: bytes, path: str, codes: Sequence[str], job: Job, why: str) -> FileResult:
+    """The file's findings as it still is on disk, and ``why`` it was not fixed (a JM000 that is
+    not the file's own, so it is never cached)."""
+    unfixed = process_raw(raw, path, codes, Job(Mode.CHECK, job.unsafe_fixes, job.target_jax))
+    unfixed.findings.insert(0, Finding("JM000", why, path, 1, 1, 1, 1))
+    unfixed.fix_errors = True
+    return unfixed
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
 
 
 def _process_packed(args: tuple[str, tuple[str, ...], Job]) -> FileResult:
@@ -168,6 +192,7 @@ def run_paths(
 ) -> RunResult:
     discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude)
     files = discovery.files(paths)
+    remove_abandoned_temp_files({path.parent for path in files})  # an interrupted --fix's
     cache = cache_module.FindingsCache.open(settings.root, settings.fingerprint()) if use_cache else None
     results: list[FileResult] = []
     todo: list[tuple[str, tuple[str, ...], Job]] = []
@@ -185,10 +210,10 @@ def run_paths(
                 continue
         todo.append((display, codes, job))
 
-    jobs = jobs or os.cpu_count() or 1
+    jobs = workers.count(jobs, len(todo))
     enough = MIN_FILES_FOR_POOL if job.mode is Mode.CHECK else MIN_FILES_FOR_POOL_WHEN_FIXING
     if jobs > 1 and len(todo) >= enough:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with workers.pool(jobs) as pool:
             chunk = max(1, len(todo) // (jobs * 8))
             for result in pool.map(_process_packed, todo, chunksize=chunk):
                 results.append(result)
@@ -221,11 +246,24 @@ def run_stdin(
         result = process_raw(raw, display_path, settings.rule_codes_for(Path(display_path)), job)
     except SourceError as error:
         result = FileResult(display_path, [_source_error(error, display_path)])
+    except Exception as error:
+        result = FileResult(display_path, [_internal_error(error, display_path)])
     return RunResult([result])
 
 
 def _source_error(error: SourceError, path: str) -> Finding:
     return Finding("JM000", str(error), path, error.line, error.column, error.line, error.column)
+
+
+def _internal_error(error: Exception, path: str) -> Finding:
+    """JM001 for a failure outside any one rule (the resolver, a codemod, a RecursionError on a
+    pathological file): the file is left as it was and the run goes on."""
+    where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
+    return Finding(
+        "JM001", f"jaxmigrate failed on this file, which was left unchanged: {type(error).__name__}:"
+        f" {error}{at}; please report it", path, 1, 1, 1, 1,
+    )
 
 
 def _unified_diff(before: str, after: str, display_path: str) -> str:

@@ -4,8 +4,11 @@ as they are) and atomic writes that keep encoding, BOM, line endings and mode.""
 from __future__ import annotations
 
 import codecs
+import contextlib
+import errno
 import io
 import os
+import re
 import stat
 import tempfile
 import tokenize
@@ -92,18 +95,36 @@ def encode(source: SourceFile, new_text: str) -> bytes:
         ) from None
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+class ReadOnlyFile(PermissionError):
+    pass
+
+
+class FileChanged(Exception):
+    """The file on disk is no longer the bytes the new contents were made from."""
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace ``path``'s contents all at once: a reader (or a crash) sees the old or the new
-    file, never a half-written one. Symlinks are followed so the link itself survives."""
+    file, never a half-written one. Symlinks are followed so the link itself survives.
+
+    With ``expected``, only if the file still holds exactly those bytes (the ones ``data`` was
+    made from), checked just before the replace: an edit saved meanwhile is never overwritten."""
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(target.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".jaxmigrate")
+    # Replacing the file would succeed in a writable folder whatever the file's own mode (and
+    # for root, always): a file without write permission is one its owner asked to keep as is.
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise ReadOnlyFile(errno.EACCES, "the file is read-only", str(path))
+    # Named for remove_abandoned_temp_files: hidden, the writer's pid, mkstemp's 8 characters.
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".jaxmigrate")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if expected is not None and target.read_bytes() != expected:
+            raise FileChanged(str(path))
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -113,8 +134,53 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+TEMP_FILE = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.jaxmigrate")
+
+
+def remove_abandoned_temp_files(folders: Iterable[Path]) -> None:
+    """Delete the temp files of write_atomic that a killed run left in ``folders``: only names it
+    gives, and only when the process that made one is gone (another run may be writing now)."""
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            match = TEMP_FILE.fullmatch(entry.name) if entry.name.endswith(".jaxmigrate") else None
+            if match and not _process_exists(int(match.group("pid"))):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or a pid we cannot ask about: leave its file
+    return True
+
+
 def has_bom(source: SourceFile) -> bool:
     return source.raw.startswith(codecs.BOM_UTF8)
+
+
+def _once_each(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` with each file once: a symlink (or hard link) to a file already in the list is
+    the same file, which would be reported twice and, with --fix, rewritten twice. A file is
+    kept under its own name rather than a link's. One stat per file (~2 us), no realpath."""
+    chosen: dict[object, Path] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            chosen[path] = path  # missing or unreadable: reported by name later
+            continue
+        identity = (info.st_dev, info.st_ino)
+        if identity not in chosen or chosen[identity].is_symlink() and not path.is_symlink():
+            chosen[identity] = path
+    return list(chosen.values())
 
 
 class Discovery:
@@ -149,7 +215,7 @@ class Discovery:
                 # An explicit file is checked whatever its suffix: the user asked for it. A
                 # missing one surfaces later as JM000 "cannot read", not as a silent skip.
                 found.setdefault(path)
-        return list(found)
+        return _once_each(found)
 
     def is_excluded(self, path: Path, is_dir: bool, named: Path | None = None) -> bool:
         """Whether ``path`` is excluded. ``named`` is the (absolute) directory the user named

@@ -15,8 +15,13 @@ from dataclasses import dataclass, replace
 from jaxmigrate.lint.rule import Finding
 
 _BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the findings count lines (lint/context.py)
 _MAGIC = re.compile(r"^(?P<indent>[ \t]*)pass  # jaxmigrate-magic-(?P<index>\d+)$")
-_LINE_MAGIC = re.compile(r"^[ \t]*(?:%|!|\?)|^[ \t]*\w[\w.]*\?\??[ \t]*$")
+# `%magic`, `!shell`, `?name`, `name?`, and the assignment forms `x = !ls`, `a, b = %time f()`.
+_LINE_MAGIC = re.compile(
+    r"^[ \t]*(?:%|!|\?)|^[ \t]*\w[\w.]*\?\??[ \t]*$"
+    r"|^[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*[!%]"
+)
 
 
 class NotebookError(ValueError):
@@ -36,13 +41,12 @@ class Notebook:
     def parse(cls, raw: bytes, name: str = "<notebook>") -> "Notebook":
         try:
             document = json.loads(raw.decode("utf-8-sig"))
-            cells = document["cells"]
+            cells = _checked_cells(document)
         except (ValueError, KeyError, TypeError) as error:
             raise NotebookError(f"cannot read {name} as a Jupyter notebook: {error}") from None
         if not _is_python(document):
             return cls(document, [], [], [], "", _indent_of(raw))
-        code_cells, starts, magics, parts = [], [], [], []
-        line = 1
+        code_cells, magics, parts = [], [], []
         for index, cell in enumerate(cells):
             if cell.get("cell_type") != "code":
                 continue
@@ -53,11 +57,14 @@ class Notebook:
             else:
                 masked = [_mask(magics, text) if _LINE_MAGIC.match(text) else text for text in lines]
             code_cells.append(index)
-            starts.append(line)
             parts.append("\n".join(masked))
-            line += len(masked) + 1
-        text = ("\n" + _BOUNDARY + "\n").join(parts)
-        return cls(document, code_cells, starts, magics, text + "\n" if parts else "", _indent_of(raw))
+        text = ("\n" + _BOUNDARY + "\n").join(parts) + "\n" if parts else ""
+        return cls(document, code_cells, _cell_starts(text), magics, text, _indent_of(raw))
+
+    def located_in(self, text: str) -> "Notebook":
+        """This notebook with its cells found in ``text`` (the fixed text): a fix that adds lines
+        to one cell moves the start of every later cell."""
+        return replace(self, cell_start_lines=_cell_starts(text), text=text)
 
     def locate(self, finding: Finding) -> Finding:
         """The finding with its lines made relative to its cell, and the cell's 1-based number."""
@@ -97,21 +104,53 @@ class Notebook:
         return self.magics[int(match.group("index"))] if match else line
 
 
+def _cell_starts(text: str) -> list[int]:
+    """The 1-based line where each cell begins: the first, and the one after every boundary."""
+    if not text:
+        return []
+    lines = _LINE_BREAK.split(text)
+    return [1] + [number + 2 for number, line in enumerate(lines) if line == _BOUNDARY]
+
+
 def _mask(magics: list[str], line: str) -> str:
     indent = line[: len(line) - len(line.lstrip())]
     magics.append(line)
     return f"{indent}pass  # jaxmigrate-magic-{len(magics) - 1}"
 
 
+def _checked_cells(document) -> list[dict]:
+    """The document's cells, once every part this module reads has the type nbformat gives it:
+    a hand-edited or generated file must be a JM000 naming what is wrong, not a crash."""
+    if not isinstance(document, dict):
+        raise ValueError("the file is not a JSON object")
+    cells = document["cells"]
+    if not isinstance(cells, list):
+        raise ValueError("'cells' is not a list")
+    metadata = document.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValueError("'metadata' is not an object")
+    for key in ("language_info", "kernelspec"):
+        if metadata.get(key) is not None and not isinstance(metadata[key], dict):
+            raise ValueError(f"'metadata.{key}' is not an object")
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict):
+            raise ValueError(f"cell {number} is not an object")
+        source = cell.get("source", "")
+        if not (isinstance(source, str) or isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            raise ValueError(f"cell {number}'s source is neither a string nor a list of strings")
+    return cells
+
+
 def _cell_text(cell: dict) -> str:
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+    return "".join(source) if isinstance(source, list) else source
 
 
 def _is_python(document: dict) -> bool:
+    metadata = document.get("metadata") or {}
     language = (
-        document.get("metadata", {}).get("language_info", {}).get("name")
-        or document.get("metadata", {}).get("kernelspec", {}).get("language")
+        (metadata.get("language_info") or {}).get("name")
+        or (metadata.get("kernelspec") or {}).get("language")
         or "python"
     )
     return str(language).lower() == "python"

@@ -42,6 +42,7 @@ class CheckOptions:
     config_file: Path | None = None
     stdin_filename: str | None = None
     force_exclude: bool = False
+    quiet: bool = False  # as ruff's -q: the findings (or diff), no summary line, no progress bar
 
 
 def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
@@ -87,7 +88,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             _write_bytes(stdout, raw if out is None else out)
             stdout = stderr
     else:
-        with _progress(stderr, options.output_format) as tick:
+        with _progress(stderr, options.output_format, quiet=options.quiet) as tick:
             result = engine.run_paths(
                 paths, settings, job, force_exclude=options.force_exclude,
                 jobs=options.jobs, use_cache=options.use_cache, progress=tick,
@@ -101,15 +102,17 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
         fixed=result.fixed,
         unsafe_fixes=options.unsafe_fixes,
         read_source=read_source,
+        quiet=options.quiet,
     )
     if mode is engine.Mode.DIFF:
         stdout.write(result.diff)
         fixes = sum(r.fixed for r in result.files)
-        stderr.write(
-            f"Would fix {fixes} finding{'s' * (fixes != 1)} in {result.changed_files}"
-            f" file{'s' * (result.changed_files != 1)}.\n"
-        )
-        return EXIT_FINDINGS if result.diff else EXIT_CLEAN
+        if not options.quiet:
+            stderr.write(
+                f"Would fix {fixes} finding{'s' * (fixes != 1)} in {result.changed_files}"
+                f" file{'s' * (result.changed_files != 1)}.\n"
+            )
+        return EXIT_FINDINGS if result.diff and not options.exit_zero else EXIT_CLEAN
     get_renderer(options.output_format)(report, stdout)
 
     if options.exit_zero:
@@ -146,10 +149,10 @@ def _read_file_text(path: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _progress(stream, output_format: str) -> Iterator:
+def _progress(stream, output_format: str, quiet: bool = False) -> Iterator:
     """A transient progress bar on stderr, only when a person is watching a long text run."""
     interactive = hasattr(stream, "isatty") and stream.isatty() and output_format in ("text", "concise")
-    if not interactive or os.environ.get("CI"):
+    if not interactive or quiet or os.environ.get("CI"):
         yield None
         return
     from rich.console import Console

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,48 @@ def test_fix_after_a_warm_check_still_fixes(files):
     run(FIX)
     assert (files / "a.py").read_text() == "x.modern\nrisky()\n"
     assert [(f.path, f.code) for f in run().findings if f.path == "a.py"] == [("a.py", "JM902")]
+
+
+def corrupt_entries(folder: Path, change) -> None:
+    """Rewrites every cached finding with ``change(finding as a list)``, keys kept."""
+    [file] = (folder / CACHE_DIR).glob("findings-*.json")
+    entries = json.loads(file.read_text())
+    for findings in entries.values():
+        for item in findings:
+            change(item)
+    file.write_text(json.dumps(entries))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda item: item.__setitem__(3, "2"), id="line as a string"),
+        pytest.param(lambda item: item.__setitem__(4, 0), id="column 0"),
+        pytest.param(lambda item: item.__setitem__(4, True), id="column a bool"),
+        pytest.param(lambda item: item.__setitem__(1, 5), id="message a number"),
+        pytest.param(lambda item: item.__setitem__(0, None), id="code null"),
+        pytest.param(lambda item: item.__setitem__(2, "elsewhere.py"), id="another file's path"),
+        pytest.param(lambda item: item.__setitem__(8, "3"), id="cell a string"),
+        pytest.param(lambda item: item.append(1), id="a field too many"),
+        pytest.param(lambda item: item.__setitem__(7, ["bogus", "m", [], None]), id="unknown fix safety"),
+        pytest.param(lambda item: item.__setitem__(7, ["safe", "m", [[0, "1", "x"]], None]), id="edit offsets"),
+        pytest.param(lambda item: item.__setitem__(7, ["safe", "m", [], "os:system"]), id="a codemod not ours"),
+        pytest.param(lambda item: item.__setitem__(7, {"safety": "safe"}), id="fix an object"),
+    ],
+)
+def test_a_cache_entry_with_wrong_values_is_dropped(files, change):
+    cold = run()
+    corrupt_entries(files, change)
+    assert run().findings == cold.findings
+
+
+def test_a_wrong_cache_entry_does_not_crash_the_text_report(files):
+    from click.testing import CliRunner
+
+    from jaxmigrate.cli import main
+
+    CliRunner().invoke(main, ["."])
+    corrupt_entries(files, lambda item: item.__setitem__(3, "2"))
+    result = CliRunner().invoke(main, ["."])
+    assert result.exit_code == 1 and "internal error" not in result.output
+    assert "a.py:1:1 JM901" in result.stdout

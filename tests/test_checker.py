@@ -47,12 +47,41 @@ def test_noqa_suppresses_findings_on_its_line(text, expected):
 @pytest.mark.parametrize(
     "text, expected",
     [
+        pytest.param('x.legacy; s = "# noqa"\n', [("JM901", 1, 1)], id="in a string"),
+        pytest.param("x.legacy; s = '#noqa: JM901'\n", [("JM901", 1, 1)], id="with its code, in a string"),
+        pytest.param('x.legacy; s = "# noqa"  # noqa\n', [], id="in a string, and in the comment"),
+        pytest.param('x.legacy; s = "#"  # see # noqa\n', [], id="later in the comment"),
+        pytest.param('x.legacy; s = f"{1}# noqa"\n', [("JM901", 1, 1)], id="in an f-string"),
+    ],
+)
+def test_noqa_counts_only_in_a_comment(text, expected):
+    assert lint(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
         pytest.param("# jaxmigrate: skip-file\nx.legacy\n", [], id="skip-file comment"),
         pytest.param("x.legacy\n    # jaxmigrate: skip-file\n", [], id="skip-file indented, anywhere"),
         pytest.param("x.legacy  # jaxmigrate: skip-file\n", [("JM901", 1, 1)], id="not a trailing comment"),
     ],
 )
 def test_skip_file_comment_skips_the_whole_file(text, expected):
+    assert lint(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        pytest.param('"""How to opt out:\n\n# jaxmigrate: skip-file\n"""\nx.legacy\n', [("JM901", 5, 1)],
+                     id="mentioned in a docstring"),
+        pytest.param("s = '''\n  # jaxmigrate: skip-file\n'''\nx.legacy\n", [("JM901", 4, 1)],
+                     id="in a multi-line string"),
+        pytest.param('"""Docs."""\n# jaxmigrate: skip-file\nx.legacy\n', [], id="a comment after a docstring"),
+        pytest.param("# jaxmigrate: skip-file\nx.legacy\ndef f(:\n", [], id="a comment in a file that cannot parse"),
+    ],
+)
+def test_skip_file_counts_only_as_a_comment(text, expected):
     assert lint(text) == expected
 
 

@@ -7,13 +7,16 @@ legacy-pjit), including one where jax cannot be imported at all.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -150,6 +153,79 @@ def test_a_crashing_rule_is_JM001_and_other_findings_remain(files):
     assert "JM903" in json.loads(result.stdout)[0]["message"]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "pool"])
+def test_a_file_too_deep_to_parse_costs_only_that_file(files, jobs):
+    """CPython's parser raises RecursionError on ~3,000 chained `+`: one JM000, and --fix still
+    fixes (and reports) every other file."""
+    deep = "x.legacy\ny = " + " + ".join(["1"] * 3_000) + "\n"
+    (files / "deep.py").write_text(deep)
+    for i in range(MIN_FILES_FOR_POOL):
+        (files / f"m{i:03}.py").write_text("x.legacy\n")
+    checked = jaxmigrate(".", "--no-cache", "--jobs", jobs, "--output-format", "json")
+    assert checked.exit_code == 1
+    assert ("deep.py", "JM000", 1) in findings(checked.stdout)
+    assert len(findings(checked.stdout)) == MIN_FILES_FOR_POOL + 2  # a.py, m*.py, deep.py
+    fixed = jaxmigrate(".", "--no-cache", "--jobs", jobs, "--fix", "--output-format", "json")
+    assert (fixed.exit_code, findings(fixed.stdout)) == (1, [("deep.py", "JM000", 1)])
+    assert (files / "m000.py").read_text() == "x.modern\n" and (files / "deep.py").read_text() == deep
+
+
+def test_fix_leaves_a_read_only_file_alone_with_its_findings_and_why(files):
+    os.chmod(files / "a.py", 0o444)
+    result = jaxmigrate(".", "--fix")
+    assert result.exit_code == 1
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+    assert "a.py:1:1 JM000 cannot write a.py: the file is read-only; not fixed" in result.stdout
+    assert "a.py:2:1 JM901 legacy attribute" in result.stdout
+    assert "0 fixed, 2 left" in result.stdout
+
+
+def test_fix_skips_a_file_edited_while_it_ran_and_says_so(files, monkeypatch):
+    real = engine.process_raw
+
+    def process_raw(raw, display_path, codes, job):
+        result = real(raw, display_path, codes, job)
+        Path(display_path).write_text("import x\nx.legacy  # a user's edit\n")
+        return result
+
+    monkeypatch.setattr(engine, "process_raw", process_raw)
+    result = jaxmigrate("a.py", "--fix")
+    assert result.exit_code == 1
+    assert "a.py changed while it was being fixed; not written (run jaxmigrate again)" in result.stdout
+    assert (files / "a.py").read_text() == "import x\nx.legacy  # a user's edit\n"
+
+
+def test_noqa_and_skip_file_in_strings_hide_nothing(files):
+    (files / "s.py").write_text('x.legacy; s = "# noqa"\n')
+    (files / "d.py").write_text('"""Opt out with a comment:\n# jaxmigrate: skip-file\n"""\nx.legacy\n')
+    (files / "c.py").write_text('x.legacy  # noqa: JM901\n')
+    result = jaxmigrate("s.py", "d.py", "c.py", "--output-format", "json")
+    assert findings(result.stdout) == [("d.py", "JM901", 4), ("s.py", "JM901", 1)]
+
+
+@pytest.mark.parametrize("output_format", ["text", "concise"])
+@pytest.mark.parametrize("flag", ["-q", "--quiet"])
+def test_quiet_prints_the_findings_and_no_summary(files, output_format, flag):
+    loud = jaxmigrate(".", "--output-format", output_format)
+    quiet = jaxmigrate(".", flag, "--output-format", output_format)
+    assert "1 finding, 1 fixable" in loud.stdout
+    assert quiet.stdout == loud.stdout.replace("1 finding, 1 fixable\n", "")
+    assert "JM901" in quiet.stdout and quiet.exit_code == loud.exit_code == 1
+    clean = jaxmigrate("clean.py", flag, "--output-format", output_format)
+    assert (clean.exit_code, clean.stdout) == (0, "")  # not even "All checks passed"
+
+
+def test_quiet_diff_prints_the_diff_only(files):
+    result = jaxmigrate(".", "--diff", "-q")
+    assert result.exit_code == 1 and result.stdout.startswith("--- a/a.py") and result.stderr == ""
+
+
+def test_quiet_fix_prints_what_is_left_and_no_summary(files):
+    (files / "b.py").write_text("risky()\n")
+    result = jaxmigrate(".", "--fix", "-q", "--output-format", "concise")
+    assert result.stdout == "b.py:1:1: JM902 risky call\n"
+
+
 # --- discovery from the command line ----------------------------------------------------------
 
 
@@ -168,6 +244,13 @@ def test_gitignored_files_are_skipped_in_directories(files):
     (files / ".git").mkdir()
     (files / ".gitignore").write_text("a.py\n")
     assert jaxmigrate(".", "--output-format", "json").exit_code == 0
+
+def test_a_symlinked_file_is_reported_and_fixed_once(files):
+    (files / "link.py").symlink_to("a.py")
+    assert findings(jaxmigrate(".", "--output-format", "json").stdout) == [("a.py", "JM901", 2)]
+    fixed = jaxmigrate(".", "--fix", "--no-cache", "--output-format", "json")
+    assert (fixed.exit_code, fixed.stdout.strip()) == (0, "[]")
+    assert (files / "link.py").is_symlink() and (files / "a.py").read_text() == "import x\nx.modern\n"
 
 
 # --- --fix, --diff ------------------------------------------------------------------------------
@@ -211,6 +294,38 @@ def test_diff_prints_the_fix_and_changes_nothing(files):
     assert "-x.legacy\n+x.modern\n" in result.stdout
     assert (files / "a.py").read_text() == "import x\nx.legacy\n"
     assert (files / "a.py").stat().st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    "args, exit_code",
+    [
+        pytest.param(["--diff"], 1, id="--diff with changes: 1"),
+        pytest.param(["--diff", "--exit-zero"], 0, id="--diff --exit-zero: 0, as in ruff"),
+        pytest.param(["--fix"], 1, id="--fix, a finding left: 1"),
+        pytest.param(["--fix", "--exit-zero"], 0, id="--fix --exit-zero, a finding left: 0"),
+        pytest.param(["--fix", "--exit-zero", "--exit-non-zero-on-fix"], 0, id="--exit-zero wins over on-fix"),
+    ],
+)
+def test_exit_zero_in_every_mode(files, args, exit_code):
+    (files / "b.py").write_text("x.legacy\nrisky()\n")  # one safe fix, one unsafe finding that stays
+    result = jaxmigrate("b.py", *args)
+    assert result.exit_code == exit_code
+    assert (files / "b.py").read_text() == ("x.modern\nrisky()\n" if "--fix" in args else "x.legacy\nrisky()\n")
+
+
+@pytest.mark.parametrize(
+    "select, ignore, expected",
+    [
+        pytest.param("JM901", "JM9", ["JM901"], id="a longer --select wins over a shorter --ignore"),
+        pytest.param("JM9", "JM901", ["JM902"], id="a longer --ignore wins over a shorter --select"),
+        pytest.param("JM90", "JM9", ["JM901", "JM902"], id="longer by one character"),
+        pytest.param("JM9", "JM90", [], id="longer by one character, the other way"),
+    ],
+)
+def test_the_longer_prefix_wins_between_select_and_ignore(files, select, ignore, expected):
+    (files / "b.py").write_text("x.legacy\nrisky()\n")
+    result = jaxmigrate("b.py", "--select", select, "--ignore", ignore, "--output-format", "json")
+    assert [code for _, code, _ in findings(result.stdout)] == expected
 
 
 def test_diff_without_changes_exits_0_and_prints_nothing(files):
@@ -313,6 +428,25 @@ def test_jobs_give_the_same_output(files):
     assert len(findings(serial.stdout)) > MIN_FILES_FOR_POOL // 2
 
 
+@pytest.mark.parametrize(
+    "handler, reported",
+    [
+        pytest.param("except ImportError:", False, id="except ImportError"),
+        pytest.param("except (ImportError, AttributeError):", False, id="ImportError in a tuple"),
+        pytest.param("except (AttributeError, ModuleNotFoundError):", False, id="ModuleNotFoundError last in a tuple"),
+        pytest.param("except AttributeError:", True, id="another exception: the import is legacy use"),
+    ],
+)
+def test_imports_in_an_import_error_fallback_are_left_alone(project, handler, reported):
+    """Real rules: a compatibility fallback for old JAX is neither reported nor rewritten."""
+    source = f"try:\n    from jax import shard_map\n{handler}\n    from jax.experimental.shard_map import shard_map\n"
+    (project / "compat.py").write_text(source)
+    checked = jaxmigrate("compat.py", "--no-cache", "--output-format", "json")
+    assert bool(findings(checked.stdout)) == reported
+    jaxmigrate("compat.py", "--no-cache", "--fix")
+    assert ((project / "compat.py").read_text() == source) != reported
+
+
 # --- the installed console script, on the real rules ------------------------------------------
 
 LEGACY = textwrap.dedent(
@@ -413,6 +547,158 @@ def test_lint_and_fix_work_where_jax_is_not_installed(tmp_path, env_without_jax,
     assert "JM506" not in {code for _, code, _ in findings(fixed.stdout)}
 
 
+# The CLI in a process of its own, on the test-only rules of conftest.py.
+TEST_RULES_RUNNER = textwrap.dedent(
+    f"""\
+    import sys
+    sys.path.insert(0, {str(Path(__file__).parent)!r})
+    from conftest import TEST_RULES
+    from jaxmigrate.lint import registry
+    registry.all_rules = lambda: TEST_RULES
+    from jaxmigrate.cli import main
+    main(sys.argv[1:])
+    """
+)
+
+
+@pytest.mark.parametrize("args", [[], *(["--output-format", f] for f in FORMATS if f != "text"), ["--diff"]],
+                         ids=["text", *(f for f in FORMATS if f != "text"), "diff"])
+def test_output_into_a_closed_pipe_stops_quietly_with_0(tmp_path, args):
+    """`jaxmigrate src/ | head -1`: no traceback, and exit 0 as ruff does (the reader chose to stop)."""
+    for i in range(20):  # far more output than a pipe buffers (64 KiB), in every format
+        (tmp_path / f"m{i:02}.py").write_text("import x\n" + "x.legacy\n" * 300)
+    process = subprocess.Popen(
+        [sys.executable, "-c", TEST_RULES_RUNNER, ".", "--no-cache", *args], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert process.stdout.read(10)
+    process.stdout.close()  # what `head` does once it has its line
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err
+
+
+# --- interruption -------------------------------------------------------------------------------
+
+# The CLI on the real rules, each file's work slowed down so that a run can be caught midway.
+SLOW_RUNNER = textwrap.dedent(
+    """\
+    import sys, time
+    from jaxmigrate import engine
+    real = engine.process_text
+    def slow(*args):
+        time.sleep(0.2)
+        return real(*args)
+    engine.process_text = slow
+    from jaxmigrate.cli import main
+    main(sys.argv[1:])
+    """
+)
+
+
+def slow_run(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """The run, and its folder; its stderr goes to a file (a pipe would wait for orphans)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for i in range(40):
+        (work / f"m{i:03}.py").write_text("import jax\ny = jax.tree_map(f, x)\n")
+    with open(tmp_path / "stderr", "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", SLOW_RUNNER, ".", "--no-cache", "--fix", *args], cwd=work,
+            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+        )
+    return process, work
+
+
+def fixed_files(work: Path) -> set[str]:
+    return {p.name for p in work.glob("m*.py") if "tree.map" in p.read_text()}
+
+
+def wait_until(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def processes(field: int, value: int) -> set[int]:
+    """Running processes whose /proc stat field (after the name: 1 parent, 2 process group) is ``value``."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[field]) == value and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def children_of(pid: int) -> set[int]:
+    return processes(1, pid)
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_pool_workers_die_with_a_killed_parent_and_stop_rewriting(tmp_path):
+    process, work = slow_run(tmp_path, "--jobs", "2")
+    workers: set[int] = set()
+    try:
+        wait_until(lambda: fixed_files(work))
+        workers = children_of(process.pid)
+        assert len(workers) == 2
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        wait_until(lambda: not any(running(pid) for pid in workers), timeout=5)
+        done = fixed_files(work)
+        time.sleep(1)
+        assert fixed_files(work) == done and len(done) < 40  # nothing rewritten after the parent died
+    finally:
+        for pid in [process.pid, *workers]:  # never leave a test's processes behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "pool"])
+def test_ctrl_c_exits_130_quietly_and_leaves_whole_files(tmp_path, jobs):
+    process, work = slow_run(tmp_path, "--jobs", jobs)
+    try:
+        wait_until(lambda: fixed_files(work))
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground process group
+        process.wait(timeout=60)
+        if sys.platform.startswith("linux"):
+            wait_until(lambda: not processes(2, process.pid), timeout=10)  # the workers are gone too
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    err = (tmp_path / "stderr").read_text()
+    assert process.returncode == 130, err
+    assert err.strip() == "jaxmigrate: interrupted"
+    for path in work.glob("m*.py"):  # each file either fixed or untouched, never half-written
+        assert path.read_text() in ("import jax\ny = jax.tree_map(f, x)\n", "import jax\ny = jax.tree.map(f, x)\n")
+    assert [p.name for p in work.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("args", [["."], ["a.py", "--fix"]], ids=["check of a folder", "fix of a named file"])
+def test_the_next_run_removes_the_temp_file_an_interrupted_run_left(files, args):
+    (files / "sub").mkdir()
+    left = [files / ".a.py.4194305.k2j3h4g5.jaxmigrate", files / "sub" / ".s.py.4194305.abcdefgh.jaxmigrate"]
+    for path in left:
+        path.write_text("import x\nx.mod")
+    (files / "sub" / "s.py").write_text("ok = 1\n")
+    jaxmigrate(*args)
+    assert not left[0].exists()
+    assert left[1].exists() == (args != ["."])  # only the folders of this run's files are looked at
+
+
 # --- progress ----------------------------------------------------------------------------------
 
 
@@ -442,6 +728,16 @@ def test_a_progress_bar_only_for_a_person_watching_a_long_run(monkeypatch, strea
     assert (f"/{files}" in err.getvalue()) == shown
 
 
+def test_no_progress_bar_when_quiet(monkeypatch):
+    from jaxmigrate import runner
+
+    monkeypatch.delenv("CI", raising=False)
+    err = Terminal()
+    with runner._progress(err, "text", quiet=True) as tick:
+        assert tick is None
+    assert err.getvalue() == ""
+
+
 # --- rules and explain -------------------------------------------------------------------------
 
 
@@ -454,6 +750,17 @@ def test_rules_table_and_json_list_the_same_codes(test_rules):
     assert all(set(item) == {"code", "name", "summary", "fix", "jax_versions", "explanation"} for item in listed)
     table = jaxmigrate("rules").stdout
     assert all(code in table for code in expected)
+
+
+def test_rules_piped_prints_every_summary_whole_one_rule_a_line():
+    """No terminal, no width to fit: `jaxmigrate rules | grep JM5` must see whole rows."""
+    from jaxmigrate.lint import registry
+
+    lines = jaxmigrate("rules").stdout.splitlines()
+    for rule in registry.all_rules():
+        [row] = [line for line in lines if f" {rule.code} " in line]
+        assert rule.name in row and rule.summary in row
+    assert "…" not in "\n".join(lines)
 
 
 def test_explain_prints_the_rules_sections_and_refuses_unknown_codes():

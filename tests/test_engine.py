@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import codecs
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from jaxmigrate import engine
+from jaxmigrate import engine, workers
 from jaxmigrate.config import load_settings
 from jaxmigrate.engine import MIN_FILES_FOR_POOL, Job, Mode
 from jaxmigrate.lint.rule import Safety
@@ -185,3 +186,129 @@ def test_the_process_pool_fixes_like_one_process(tmp_path, monkeypatch, test_rul
         assert result.changed_files == MIN_FILES_FOR_POOL + 1
         trees[name] = {p.name: p.read_text() for p in folder.iterdir()}
     assert trees["pooled"] == trees["serial"]
+
+
+DEEP = "x.legacy\ny = " + " + ".join(["1"] * 3_000) + "\n"  # CPython's parser gives up: RecursionError
+
+
+@pytest.mark.parametrize("job", [CHECK, FIX], ids=["check", "fix"])
+@pytest.mark.parametrize("jobs", [1, 2], ids=["serial", "pool"])
+def test_a_file_too_deep_for_the_parser_is_JM000_and_the_others_stand(project, test_rules, job, jobs):
+    for i in range(MIN_FILES_FOR_POOL):
+        (project / f"m{i:03}.py").write_text("x.legacy\n")
+    (project / "deep.py").write_text(DEEP)
+    result = run(["."], job, jobs=jobs)
+    [deep] = [f for f in result.findings if f.path == "deep.py"]
+    assert deep.code == "JM000" and "too deeply nested" in deep.message
+    assert (project / "deep.py").read_text() == DEEP
+    others = [f for f in result.findings if f.path != "deep.py"]
+    if job is FIX:
+        assert others == [] and result.changed_files == MIN_FILES_FOR_POOL
+        assert (project / "m000.py").read_text() == "x.modern\n"
+    else:
+        assert [f.code for f in others] == ["JM901"] * MIN_FILES_FOR_POOL
+
+
+@pytest.mark.parametrize("job", [CHECK, FIX], ids=["check", "fix"])
+@pytest.mark.parametrize("jobs", [1, 2], ids=["serial", "pool"])
+def test_a_crash_outside_the_rules_is_that_file_s_JM001(project, test_rules, monkeypatch, job, jobs):
+    """Whatever fails on one file (the resolver, a codemod, the tool's own bug) costs only that file."""
+    for i in range(MIN_FILES_FOR_POOL):
+        (project / f"m{i:03}.py").write_text("x.legacy\n")
+    (project / "cursed.py").write_text("x.legacy\n")
+    real = engine.process_text
+
+    def process_text(source, display_path, codes, job):
+        if display_path == "cursed.py":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(source, display_path, codes, job)
+
+    monkeypatch.setattr(engine, "process_text", process_text)  # the pool's workers are forked
+    result = run(["."], job, jobs=jobs)
+    [cursed] = [f for f in result.findings if f.path == "cursed.py"]
+    assert cursed.code == "JM001" and "RecursionError" in cursed.message and "please report it" in cursed.message
+    assert (project / "cursed.py").read_text() == "x.legacy\n"
+    assert len(result.files) == MIN_FILES_FOR_POOL + 1
+    if job is FIX:
+        assert result.changed_files == MIN_FILES_FOR_POOL
+
+
+def test_fix_leaves_a_read_only_file_alone_and_says_so(files):
+    """0444 means "do not change me", even to root, who could replace it anyway."""
+    os.chmod(files / "a.py", 0o444)
+    result = run(["."], FIX)
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+    mine = [(f.code, f.line) for f in result.findings if f.path == "a.py"]
+    assert mine == [("JM000", 1), ("JM901", 2)]  # its findings as they still are, and why
+    [why] = [f for f in result.findings if f.path == "a.py" and f.code == "JM000"]
+    assert "read-only" in why.message and "not fixed" in why.message
+    assert result.changed_files == 0 and result.fixed == 0
+
+
+def test_a_file_in_a_folder_that_cannot_be_written_keeps_its_findings(files, monkeypatch):
+    def mkstemp(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(files))
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)  # what a 0555 folder does (but to root)
+    result = run(["."], FIX)
+    mine = [(f.code, f.line) for f in result.findings if f.path == "a.py"]
+    assert mine == [("JM000", 1), ("JM901", 2)]
+    assert "cannot write a.py" in result.findings[0].message and "Permission denied" in result.findings[0].message
+    assert (files / "a.py").read_text() == "import x\nx.legacy\n"
+
+
+def test_a_write_failure_is_not_cached_as_a_finding_of_the_file(files):
+    os.chmod(files / "a.py", 0o444)
+    run(["."], FIX, use_cache=True)
+    os.chmod(files / "a.py", 0o644)
+    assert codes(run(["."], use_cache=True)) == [("a.py", "JM901", 2), ("pkg/b.py", "JM902", 1)]
+
+
+def test_fix_does_not_overwrite_an_edit_saved_while_it_ran(files, monkeypatch):
+    real = engine.process_raw
+
+    def process_raw(raw, display_path, codes, job):
+        result = real(raw, display_path, codes, job)
+        if display_path == "a.py":  # the user saves the file while its fix is being worked out
+            (files / "a.py").write_text("import x\nx.legacy  # edited\n")
+        return result
+
+    monkeypatch.setattr(engine, "process_raw", process_raw)
+    result = run(["."], FIX)
+    assert (files / "a.py").read_text() == "import x\nx.legacy  # edited\n"
+    [finding] = [f for f in result.findings if f.path == "a.py"]
+    assert finding.code == "JM000" and "changed while it was being fixed" in finding.message
+    assert (files / "pkg" / "b.py").read_text() == "risky()\n" and result.changed_files == 0
+    assert sorted(p.name for p in files.iterdir()) == ["a.py", "clean.py", "pkg"]  # no temp file left
+
+
+@pytest.mark.parametrize(
+    "requested, cores, files, job, expected",
+    [
+        pytest.param(100_000, 4, 40, CHECK, 4, id="--jobs 100000: the cores"),
+        pytest.param(100_000, 64, 5, FIX, 5, id="--jobs 100000, many cores: the files to do"),
+        pytest.param(None, 8, 40, CHECK, 8, id="default: the cores"),
+        pytest.param(3, 8, 40, CHECK, 3, id="fewer than the cores: as asked"),
+    ],
+)
+def test_the_pool_never_starts_more_workers_than_cores_or_files(
+    project, test_rules, monkeypatch, requested, cores, files, job, expected
+):
+    started = []
+
+    class Pool:  # records the size asked for and works in this process: nothing is started
+        def __init__(self, max_workers, initializer=None):
+            started.append(max_workers)
+
+        def map(self, function, items, chunksize=1):
+            return map(function, items)
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
+
+    monkeypatch.setattr(workers, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    for i in range(files):
+        (project / f"m{i:03}.py").write_text("x.legacy\n")
+    result = run(["."], job, jobs=requested)
+    assert started == [expected] and len(result.files) == files

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.files import Discovery, SourceError, decode, encode, read_source, write_atomic
+from jaxmigrate.files import (
+    TEMP_FILE, Discovery, FileChanged, SourceError, decode, encode, read_source, remove_abandoned_temp_files,
+    write_atomic,
+)
 
 
 def touch(root: Path, *names: str) -> None:
@@ -112,6 +115,22 @@ def test_a_file_named_twice_is_checked_once(tmp_path):
     assert found(tmp_path, tmp_path, tmp_path / "a.py") == ["a.py"]
 
 
+def test_a_file_and_links_to_it_are_checked_once_under_its_own_name(tmp_path):
+    touch(tmp_path, "pkg/a.py")
+    (tmp_path / "pkg" / "alias.py").symlink_to("a.py")
+    (tmp_path / "z.py").symlink_to(tmp_path / "pkg" / "a.py")
+    assert found(tmp_path, tmp_path) == ["pkg/a.py"]
+    assert found(tmp_path, tmp_path / "z.py", tmp_path / "pkg") == ["pkg/a.py"]
+
+
+def test_links_to_a_file_outside_the_run_are_checked_once(tmp_path):
+    touch(tmp_path, "outside/o.py")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "b.py").symlink_to(tmp_path / "outside" / "o.py")
+    (tmp_path / "in" / "c.py").symlink_to(tmp_path / "outside" / "o.py")
+    assert found(tmp_path, tmp_path / "in") == ["in/b.py"]
+
+
 # --- reading -----------------------------------------------------------------------------------
 
 
@@ -212,3 +231,62 @@ def test_a_failed_write_leaves_the_original_and_no_temp_file(tmp_path, monkeypat
         write_atomic(path, b"new\n")
     assert path.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+
+
+def test_an_atomic_write_of_a_file_changed_since_it_was_read_is_refused(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_bytes(b"edited\n")
+    with pytest.raises(FileChanged):
+        write_atomic(path, b"new\n", expected=b"old\n")
+    assert path.read_bytes() == b"edited\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+    write_atomic(path, b"new\n", expected=b"edited\n")
+    assert path.read_bytes() == b"new\n"
+
+
+def test_a_temp_file_left_by_a_dead_run_is_removed_and_nothing_else(tmp_path):
+    dead = 4_194_305  # above the largest pid Linux hands out: no process has it
+    left = tmp_path / f".a.py.{dead}.k2j3h4g5.jaxmigrate"
+    running = tmp_path / f".a.py.{os.getpid()}.x7y8z9w0.jaxmigrate"  # a concurrent run's, in use
+    for path in (tmp_path / "a.py", left, running, tmp_path / ".notes.jaxmigrate", tmp_path / f".b.{dead}.jaxmigrate"):
+        path.write_text("x\n")
+    remove_abandoned_temp_files([tmp_path, tmp_path / "missing"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["a.py", running.name, ".notes.jaxmigrate", f".b.{dead}.jaxmigrate"]
+    )
+
+
+def test_an_atomic_write_names_its_temp_file_so_that_it_can_be_recognised(tmp_path, monkeypatch):
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    names = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (names.append(Path(src).name), real(src, dst)))
+    write_atomic(path, b"new\n")
+    [name] = names
+    assert TEMP_FILE.fullmatch(name) and TEMP_FILE.fullmatch(name).group("pid") == str(os.getpid())
+
+
+def test_an_atomic_write_is_on_disk_before_it_replaces_the_file(tmp_path, monkeypatch):
+    """The temp file is fsynced before os.replace: a crash right after the replace must not
+    leave an empty file where the user's code was."""
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else fd))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(src)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomic(path, b"new\n")
+    assert [kind for kind, _ in events] == ["fsync", "replace"]
+    if os.path.exists("/proc/self/fd"):
+        assert events[0][1] == events[1][1]  # the temp file itself was synced, then moved in place
+    assert path.read_bytes() == b"new\n"

@@ -14,6 +14,7 @@ from jaxmigrate import engine
 from jaxmigrate.cli import main
 from jaxmigrate.config import load_settings
 from jaxmigrate.engine import Job, Mode
+from jaxmigrate.lint.rule import Safety
 from jaxmigrate.notebooks import Notebook, NotebookError
 
 CHECK = Job(Mode.CHECK, False, (0, 10))
@@ -97,3 +98,63 @@ def test_a_fix_above_a_cell_magic_is_refused():
     # Below the magic's cell, the same insertion is fine.
     cells = json.loads(parsed.with_text(parsed.text.replace("import x", "import functools\nimport x")))["cells"]
     assert cells[1]["source"] == ["%%capture\n", "!pip install x"]
+
+
+@pytest.mark.parametrize(
+    "document, problem",
+    [
+        pytest.param({"cells": 5}, "'cells' is not a list", id="cells not a list"),
+        pytest.param([1, 2], "not a JSON object", id="top level not an object"),
+        pytest.param({"cells": [5]}, "cell 1 is not an object", id="a cell not an object"),
+        pytest.param({"cells": [], "metadata": "python"}, "'metadata' is not an object", id="string metadata"),
+        pytest.param({"cells": [], "metadata": {"language_info": "py"}}, "'metadata.language_info' is not an object",
+                     id="string language_info"),
+        pytest.param({"cells": [{"cell_type": "code", "source": 5}]}, "cell 1's source", id="number source"),
+        pytest.param({"cells": [{"cell_type": "code", "source": ["x.legacy\n", None]}]}, "cell 1's source",
+                     id="non-string line in source"),
+    ],
+)
+def test_a_notebook_of_the_wrong_shape_is_JM000_and_the_run_goes_on(nb, document, problem):
+    bad = nb.parent / "bad.ipynb"
+    bad.write_text(json.dumps(document))
+    for job in (CHECK, FIX):
+        result = run(["."], job)
+        [finding] = [f for f in result.findings if f.path == "bad.ipynb"]
+        assert finding.code == "JM000" and "as a Jupyter notebook" in finding.message and problem in finding.message
+        assert bad.read_text() == json.dumps(document)
+    assert cells_of(nb)[2][-1] == "x.modern"  # the good notebook was fixed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("files = !ls", id="shell assignment"),
+        pytest.param("files =!ls", id="shell assignment, no space"),
+        pytest.param("a, b = %timeit -o f()", id="line magic assignment"),
+        pytest.param("    out = !nvidia-smi", id="indented"),
+    ],
+)
+def test_an_ipython_assignment_is_masked_like_the_other_magics(nb, line):
+    nb.write_bytes(notebook(["if True:\n", "    pass\n", line + "\n", "x.legacy"]))
+    result = run(["."], FIX)
+    assert (result.fixed, result.findings) == (1, [])
+    assert cells_of(nb)[1] == ["if True:\n", "    pass\n", line + "\n", "x.modern"]
+
+
+def test_a_comparison_is_not_mistaken_for_a_magic():
+    assert "x != 1" in Notebook.parse(notebook("y = x != 1\nz = x == !1")).text.split("\n")[0]
+
+
+def test_findings_left_after_fix_are_reported_in_their_cell_and_line(nb, test_rules, monkeypatch):
+    """A fix that adds lines to an earlier cell must not move the findings of later cells."""
+    def visit(self, node, ctx):
+        if node.attr == "legacy":
+            ctx.report(node, "legacy", ctx.fix(Safety.SAFE, "longer", ctx.replace(node, "(\n    x.modern\n)")))
+
+    [legacy_attribute] = [rule for rule in test_rules if rule.code == "JM901"]
+    monkeypatch.setattr(legacy_attribute, "visit_Attribute", visit)
+    nb.write_bytes(notebook("x.legacy\nx.legacy\n", "y = 1\nrisky()\n"))
+    for job in (FIX, DIFF):
+        nb.write_bytes(notebook("x.legacy\nx.legacy\n", "y = 1\nrisky()\n"))
+        [finding] = run(["."], job).findings
+        assert (finding.code, finding.cell, finding.line, finding.column) == ("JM902", 3, 2, 1)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 import gc
 import heapq
+import io
 import re
+import tokenize
 import traceback
 from dataclasses import dataclass
 from functools import cache
@@ -60,7 +62,12 @@ def rules_triggered(
 
 
 def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
-    if isinstance(error, SyntaxError) and error.lineno:
+    if isinstance(error, (RecursionError, MemoryError)):
+        # CPython's parser has a fixed nesting budget: ~3,000 chained `+` or deeply nested
+        # brackets exhaust it. Python itself could not run the file either.
+        line, column = 1, 1
+        message = f"cannot parse: too deeply nested for Python's parser ({type(error).__name__}: {error})"
+    elif isinstance(error, SyntaxError) and error.lineno:
         line = min(error.lineno, len(source.line_starts))
         # SyntaxError offsets count characters here (the text was decoded before parsing).
         column = max(error.offset or 1, 1)
@@ -76,7 +83,7 @@ def lint_text(
     from_jax: tuple[int, int] | None = None,
 ) -> list[Finding]:
     """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions."""
-    if _SKIP_FILE.search(text):
+    if _SKIP_FILE.search(text) and _skip_file_comment(text):
         return []
     active = rules_triggered(text, rules, target_jax)
     if not active:
@@ -89,7 +96,7 @@ def lint_text(
     try:
         try:
             tree = ast.parse(text, filename=path, type_comments=False)
-        except (SyntaxError, ValueError) as error:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
             return [parse_error(path, source, error)]
         ctx = FileContext(path=path, source=source, tree=tree, target_jax=target_jax, from_jax=from_jax)
         findings = _run_rules(ctx, [rule() for rule in active])
@@ -140,13 +147,47 @@ def _position(item: tuple[int, ast.AST]) -> int:
     return item[0]
 
 
+def _comments(text: str) -> dict[int, str] | None:
+    """The comment on each line, from the tokenizer: a ``# noqa`` inside a string is no comment.
+    None when the text cannot be tokenized."""
+    comments = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return comments
+
+
+def _skip_file_comment(text: str) -> bool:
+    """Whether a comment on a line of its own says ``jaxmigrate: skip-file`` (the raw text matched
+    already; a docstring that mentions the comment does not count). A text the tokenizer gives up
+    on counts a comment it reached before giving up, and else trusts the raw match."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT and _SKIP_FILE.match(token.line[: token.start[1]] + token.string):
+                return True
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return False
+
+
 def _unsuppressed(findings: list[Finding], source: SourceText) -> list[Finding]:
     kept = []
+    tokenized = False  # only once some line's raw text says noqa: most files never need it
+    comments: dict[int, str] | None = None
     for finding in findings:
         if finding.code in ("JM000", "JM001"):
             kept.append(finding)
             continue
         match = _NOQA.search(source.line(finding.line)) if finding.line <= len(source.line_starts) else None
+        if match is not None:
+            if not tokenized:
+                tokenized, comments = True, _comments(source.text)
+            if comments is not None:  # else (cannot tokenize) the raw line is all there is
+                comment = comments.get(finding.line)
+                match = _NOQA.search(comment) if comment is not None else None
         if match is None:
             kept.append(finding)
         elif match.group("codes"):

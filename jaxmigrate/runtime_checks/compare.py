@@ -87,13 +87,18 @@ def _errors(np: Any, old: Any, new: Any) -> tuple[float, float]:
         return 0.0, 0.0
     if old.dtype.kind in "biu":
         old, new = old.astype(np.float64), new.astype(np.float64)
-    diff = np.abs(new - old)
-    both_nan = np.isnan(old) & np.isnan(new) if old.dtype.kind in "fc" else np.zeros(old.shape, bool)
-    diff = np.where(both_nan, 0.0, diff)
-    diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is as bad as it gets
-    scale = np.maximum(np.abs(old), np.finfo(np.float64).tiny)
-    with np.errstate(over="ignore"):  # a difference where old is 0 is an infinite relative error
-        relative = diff / scale
+    # Equal values (an infinity against the same infinity too) differ by 0; inf - inf would be
+    # NaN, with numpy's "invalid value" warning.
+    same = old == new
+    if old.dtype.kind in "fc":
+        same |= np.isnan(old) & np.isnan(new)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(new - old))
+        diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is as bad as it gets
+        scale = np.maximum(np.abs(old), np.finfo(np.float64).tiny)
+        # A difference where old is 0 is an infinite relative error; one where old is infinite
+        # (inf / inf) is too.
+        relative = np.where(np.isinf(diff), np.inf, diff / scale)
     return float(diff.max()), float(relative.max())
 
 

@@ -8,6 +8,7 @@ where they differ.
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,13 +235,25 @@ class VerifyReport:
         return sorted(found, key=lambda item: item[1].kind == "stopped")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        return _strict({
             "version": JSON_VERSION, "exit_code": self.exit_code, "devices": self.devices,
             "processes": self.processes,
             "settings": dict(self.settings),
             "sides": {"old": self.old.to_json(), "new": self.new.to_json()},
             "entries": [e.to_json() for e in self.entries],
-        }
+        })
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every infinite or NaN float as the string "Infinity", "-Infinity" or "NaN"
+    (what ``float()`` reads back): json.dumps would write them as bare tokens, which are not JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
 
 
 def _seconds(value: float | None) -> str:

@@ -19,6 +19,7 @@ class Report:
     fix_mode: bool = False  # --fix was given: `fixed` says how many fixes were applied
     fixed: int = 0
     unsafe_fixes: bool = False  # --unsafe-fixes was given
+    quiet: bool = False  # -q: the findings only, no summary line
     # Reads a file's text for showing source lines (None when it cannot); stdin input is served
     # from memory by the engine.
     read_source: Callable[[str], str | None] = field(default=lambda path: None)

@@ -19,4 +19,5 @@ def render(report: Report, out: TextIO) -> None:
     for finding in report.findings:
         marker = " [*]" if fix_applies(finding, report) else ""
         out.write(f"{finding.location}: {finding.code}{marker} {finding.message}\n")
-    out.write(summary_line(report) + "\n")
+    if not report.quiet:
+        out.write(summary_line(report) + "\n")

@@ -32,7 +32,7 @@ def render_rules(output_format: str, out: TextIO) -> None:
         records = [tool_code_record(*item) for item in registry.TOOL_CODES.items()]
         out.write(json.dumps(records + [rule_record(r) for r in rules], indent=2) + "\n")
         return
-    from rich.console import Console
+    from jaxmigrate.lint.output.console import Console
     from rich.table import Table
 
     table = Table(title=f"jaxmigrate rules ({len(rules)})", title_justify="left")
@@ -42,7 +42,17 @@ def render_rules(output_format: str, out: TextIO) -> None:
         table.add_row(code, "", description, "")
     for rule in rules:
         table.add_row(rule.code, rule.name, rule.summary, rule.fixable.value if rule.fixable else "")
-    Console(file=out, soft_wrap=False).print(table)
+    # On a terminal, the table fits its width; piped (`| grep`, `| less -S`) there is no width to
+    # fit, and a row cut or wrapped to rich's default 80 columns loses the summary's end.
+    width = None if _isatty(out) else WIDTH_WHEN_PIPED
+    Console(file=out, soft_wrap=False, width=width).print(table)
+
+
+WIDTH_WHEN_PIPED = 1_000
+
+
+def _isatty(out: TextIO) -> bool:
+    return hasattr(out, "isatty") and out.isatty()
 
 
 def explanation_markdown(rule: type[Rule]) -> str:
@@ -63,7 +73,7 @@ def render_explanation(code: str, out: TextIO) -> bool:
         return False
     text = explanation_markdown(rule)
     if out.isatty():
-        from rich.console import Console
+        from jaxmigrate.lint.output.console import Console
         from rich.markdown import Markdown
 
         Console(file=out).print(Markdown(text))

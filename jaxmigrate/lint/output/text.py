@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TextIO
 
 from rich.cells import cell_len
-from rich.console import Console
 from rich.control import strip_control_codes
 from rich.text import Text
 
 from jaxmigrate.lint import registry
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.output import Report
+from jaxmigrate.lint.output.console import Console
 from jaxmigrate.lint.output.summary import fix_applies, summary_line
 from jaxmigrate.lint.rule import Finding, Safety
 
@@ -48,8 +48,9 @@ def render(report: Report, out: TextIO) -> None:
         if finding.fix is not None:
             console.print(_fix_hint(finding, report))
         console.print()
-    style = "bold red" if report.findings else "bold green"
-    console.print(Text(summary_line(report), style=style))
+    if not report.quiet:
+        style = "bold red" if report.findings else "bold green"
+        console.print(Text(summary_line(report), style=style))
 
 
 def _color(finding: Finding) -> str:

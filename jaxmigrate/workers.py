@@ -1,0 +1,61 @@
+"""The process pool of a run: workers that die with their parent and leave Ctrl-C to it.
+
+A worker of a plain ``ProcessPoolExecutor`` outlives a parent killed with SIGKILL: it finishes
+the work already queued (rewriting files nobody will report) and then waits forever for more.
+Here each worker ends as soon as its parent does: on Linux the kernel sends it SIGKILL
+(``PR_SET_PDEATHSIG``); everywhere, a thread waits on multiprocessing's parent sentinel, which
+also covers a parent that died before the worker could ask the kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from typing import Iterator
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def count(requested: int | None, files: int) -> int:
+    """How many workers to start: as asked (default: one per core), but never more than there
+    are cores (the work is CPU-bound; each worker costs tens of MB) or files to do."""
+    cores = os.cpu_count() or 1
+    return max(1, min(requested or cores, cores, files))
+
+
+@contextlib.contextmanager
+def pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A pool of ``workers`` processes. Left by an exception (Ctrl-C), it cancels the work that
+    has not started and waits for what has: a file being fixed is written whole or not at all."""
+    executor = ProcessPoolExecutor(max_workers=workers, initializer=_started_as_worker)
+    try:
+        yield executor
+    except BaseException:
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
+
+
+def _started_as_worker() -> None:
+    # Ctrl-C reaches the whole process group; the parent alone decides what it stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if parent is not None:
+        threading.Thread(target=_exit_after, args=(parent,), daemon=True, name="parent-watch").start()
+
+
+def _exit_after(parent: multiprocessing.process.BaseProcess) -> None:
+    parent.join()  # returns when the parent's end of the sentinel pipe closes: it has died
+    os._exit(1)
+
