@@ -87,24 +87,30 @@ class FindingsCache:
 
 
 def _plain(finding: Finding) -> list:
-    fix = None
-    if finding.fix is not None:
-        fix = [
-            finding.fix.safety.value,
-            finding.fix.message,
-            [[e.start, e.end, e.content] for e in finding.fix.edits],
-            finding.fix.codemod,
-        ]
     return [
         finding.code, finding.message, finding.path, finding.line, finding.column,
-        finding.end_line, finding.end_column, fix, finding.cell,
+        finding.end_line, finding.end_column, _plain_fix(finding.fix), finding.cell,
     ]
+
+
+def _plain_fix(fix: Fix | None) -> list | None:
+    if fix is None:
+        return None
+    return [fix.safety.value, fix.message, [[e.start, e.end, e.content] for e in fix.edits], fix.codemod,
+            _plain_fix(fix.fallback)]
+
+
+def _fix(item: list | None) -> Fix | None:
+    if item is None:
+        return None
+    safety, message, edits, codemod, *fallback = item
+    return Fix(Safety(safety), message, tuple(Edit(*e) for e in edits), codemod, _fix(fallback[0] if fallback else None))
 
 
 def _finding(item: list) -> Finding:
     code, message, path, line, column, end_line, end_column, fix, cell = item
     return Finding(
         code, message, path, line, column, end_line, end_column,
-        None if fix is None else Fix(Safety(fix[0]), fix[1], tuple(Edit(*e) for e in fix[2]), fix[3]),
+        _fix(fix),
         cell,
     )

@@ -7,7 +7,7 @@ import gc
 import heapq
 import re
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
@@ -181,8 +181,8 @@ def fix_text(
     findings = lint_text(text, path, rules, target_jax)
     for _ in range(MAX_FIX_PASSES):
         fixable = [
-            f for f in findings
-            if f.fix is not None and f.fix.safety in allowed and _fix_key(f.fix) not in rejected
+            replace(f, fix=fix) for f in findings
+            if (fix := _allowed_fix(f.fix, allowed, rejected)) is not None
         ]
         if not fixable:
             break
@@ -198,6 +198,15 @@ def fix_text(
         text = text_after
         findings = lint_text(text, path, rules, target_jax)
     return FixResult(text, findings, fixed, errors)
+
+
+def _allowed_fix(fix: Fix | None, allowed: set[Safety], rejected: set[tuple]) -> Fix | None:
+    """The first fix of the chain (the fix, its fallback, ...) that may be applied."""
+    while fix is not None and (fix := fix.allowed(allowed)) is not None:
+        if _fix_key(fix) not in rejected:
+            return fix
+        fix = fix.fallback
+    return None
 
 
 def _apply_edit_fixes(text, findings, source, path, rejected, errors) -> tuple[int, str]:

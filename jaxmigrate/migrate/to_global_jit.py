@@ -1,0 +1,401 @@
+"""Global view: pmapped steps become plain ``jax.jit`` over global arrays laid out on a mesh.
+
+What it produces
+----------------
+::
+
+    @functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+    def update(params, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        grads = lax.pmean(grads, axis_name="batch")
+        ...
+    params = jax.device_put_replicated(params, jax.local_devices())
+    x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])
+    params, loss = update(params, x)
+    print(loss[0])
+
+    # becomes
+
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+
+    @functools.partial(jax.jit, donate_argnums=(0,))
+    def update(params, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        ...
+    params = jax.device_put(params, NamedSharding(mesh, P()))
+    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)
+    params, loss = update(params, x)
+    print(loss)
+
+The decision is all or nothing for a module: every pmap of the module moves to the global view
+together, with every value that carries pmap's device axis, or none does (the exact rewrite then
+applies) and the finding names the first line that blocks it. ``_global_step`` proves what the
+step's collectives compute (``pmean`` of a per-shard mean and ``psum`` of a per-shard sum go,
+``psum`` of a per-shard mean keeps its factor of the device count); ``_global_calls`` follows the
+driving code. Planning is ``ast``-only; ``apply`` writes.
+
+Preconditions (each one a reason in the finding when it fails): every pmap is a decorator or a
+module-level ``name = jax.pmap(f, ...)`` of a module function, with a literal ``axis_name``, no
+``devices`` / ``backend`` / ``axis_size`` / ``static_broadcasted_argnums``, ``in_axes`` of 0 /
+None and ``out_axes`` 0; it is only called, in this module, by code the analysis follows; its
+outputs are replicated or per-example values; and no value with the device axis leaves what the
+analysis sees (returned, stored in an attribute, passed to another function, captured).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
+from jaxmigrate.migrate._global_step import (
+    BOT, R, S, Blocked, CollectiveEdit, Seq, StepAnalyzer, describe, leaves,
+)
+from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate._sharding_common import Namer, Plan, Unprovable, apply, parse_module
+from jaxmigrate.names import ImportBinding
+
+_OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
+
+
+@dataclass
+class GlobalView:
+    """The plan for a module, or the reason (with its line) there is none."""
+
+    applications: list[Application] = field(default_factory=list)
+    plan: Plan | None = None
+    line: int | None = None
+    reason: str | None = None
+
+    @property
+    def possible(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def blocker(self) -> str:
+        return f"line {self.line}: {self.reason}" if self.line else str(self.reason)
+
+
+@lru_cache(maxsize=4)
+def plan_global(text: str) -> GlobalView:
+    module = parse_module(text)
+    if module is None:
+        return GlobalView(reason="the module does not parse")
+    apps = Planner(text, module.tree).applications()
+    view = GlobalView(apps)
+    if not apps:
+        view.reason = "no pmap in this module"
+        return view
+    try:
+        view.plan = _Builder(module, apps).build()
+    except Blocked as blocked:
+        view.line, view.reason = blocked.line, blocked.message
+    except Unprovable as error:
+        view.reason = str(error)
+    return view
+
+
+def fix(text: str, sites: Collection[tuple[int, int]]) -> str:
+    """JM101's global-view codemod: the whole module's pmaps at once, when a reported one is among
+    them (``sites`` are reported mentions of ``jax.pmap``)."""
+    view = plan_global(text)
+    if not view.possible:
+        return text
+    new = apply(text, view.plan)
+    # A removed first import (functools) must not leave the module starting with a blank line.
+    return new if text[:1] == "\n" else new.lstrip("\n")
+
+
+class _Builder:
+    def __init__(self, module, apps: list[Application]) -> None:
+        self.module = module
+        self.apps = apps
+        self.plan = Plan()
+        self.namer = Namer(module, self.plan)
+        self.axis: str | None = None
+        self.steps: dict[str, Step] = {}
+        self.donate: dict[str, str | None] = {}
+
+    # -- the pmap applications ---------------------------------------------------------------
+
+    def build(self) -> Plan:
+        for app in self.apps:
+            self._step(app)
+        self._no_other_uses()
+        drivers = DriverAnalyzer(self.module, self.steps)
+        analyses = {}
+        for _ in range(4):
+            drivers.analyse()
+            for step in self.steps.values():
+                if step.name in drivers.called:
+                    continue
+                raise Blocked(step.func.lineno, f"`{step.name}` is not called in this module: its callers "
+                              "elsewhere pass values with pmap's device axis")
+            changed = False
+            for step in self.steps.values():
+                if any(p == BOT for p in step.params):
+                    missing = step.params.index(BOT) + 1
+                    raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out by "
+                                  "code this fix follows")
+                analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params)
+                analyses[step.name] = analysis
+                if analysis.output != step.outputs:
+                    step.outputs, changed = analysis.output, True
+            if not changed:
+                break
+        else:
+            raise Blocked(1, "the kinds of the step's values do not settle")
+        self.axis = self.axis or "batch"  # the mesh needs an axis name even where pmap had none
+        for step in self.steps.values():
+            self._check_outputs(step)
+        self._rewrite_steps()
+        edits: dict[int, CollectiveEdit] = {}
+        for analysis in analyses.values():
+            edits.update(analysis.edits)
+        for edit in edits.values():
+            self._collective(edit)
+        mesh = self._mesh_name()
+        for edit in drivers.edits.values():
+            self._driver(edit, mesh)
+        self._insert_mesh(mesh, [e.node for e in drivers.edits.values()])
+        return self.plan
+
+    def _step(self, app: Application) -> None:
+        if app.reason is not None:
+            raise Blocked(app.line, app.reason)
+        func = app.mapped
+        if not isinstance(func, ast.FunctionDef):
+            raise Blocked(app.line, "the pmapped function is not a `def` of this module")
+        if app.kind == "decorator":
+            if self.module.parent_of(func) is not self.module.tree:
+                raise Blocked(app.line, "the pmapped function is not defined at module level")
+            if len(func.decorator_list) != 1:
+                raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
+            name, binding = func.name, func
+            call = app.node if isinstance(app.node, ast.Call) else None
+            options = list(call.keywords) if call is not None else []
+        else:
+            call = app.node
+            assign = self.module.parent_of(call)
+            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)
+                    and self.module.parent_of(assign) is self.module.tree):
+                raise Blocked(app.line, "the pmap is not assigned to a module-level name")
+            if len(call.args) != 1:
+                raise Blocked(app.line, "pmap's options are passed positionally")
+            if self.module.parent_of(func) is not self.module.tree:
+                raise Blocked(app.line, "the pmapped function is not defined at module level")
+            name, binding, options = assign.targets[0].id, call, list(call.keywords)
+            partial = self.module.parent_of(call.func)
+            if isinstance(call.func, ast.Call):
+                raise Blocked(app.line, "pmap through a `partial(...)` call")
+            del partial
+        values = {}
+        for kw in options:
+            if kw.arg not in _OPTIONS:
+                raise Blocked(app.line, f"pmap's `{kw.arg}=` has no global-view counterpart here")
+            values[kw.arg] = kw.value
+        analyzer = StepAnalyzer(self.module, None)
+        axis = None
+        if "axis_name" in values:
+            axis = analyzer.literal_string(values["axis_name"])
+            if axis is None:
+                raise Blocked(app.line, "`axis_name=` is not a literal string")
+        if self.axis is not None and axis is not None and axis != self.axis:
+            raise Blocked(app.line, f"pmaps over different axes ({self.axis!r} and {axis!r})")
+        self.axis = self.axis or axis
+        if "out_axes" in values and _literal(values["out_axes"]) != 0:
+            raise Blocked(app.line, "`out_axes=` other than 0")
+        in_axes = (0,) * len(func.args.args)
+        if "in_axes" in values:
+            given = _literal(values["in_axes"])
+            if given == 0:
+                pass
+            elif isinstance(given, (tuple, list)) and len(given) == len(func.args.args) and all(a in (0, None) for a in given):
+                in_axes = tuple(given)
+            else:
+                raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
+        if name in self.steps:
+            raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
+        self.steps[name] = Step(name, binding, func, in_axes)
+        self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
+        self._app_of = getattr(self, "_app_of", {})
+        self._app_of[name] = app
+
+    def _no_other_uses(self) -> None:
+        """The step is only called: passed around, it would carry pmap's convention elsewhere."""
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+                for step in self.steps:
+                    if step in names:
+                        raise Blocked(node.lineno, f"`{step}` is exported in `__all__`: its callers elsewhere pass "
+                                      "values with pmap's device axis")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.steps:
+                parent = self.module.parent_of(node)
+                if not (isinstance(parent, ast.Call) and parent.func is node):
+                    step = self.steps[node.id]
+                    if any(getattr(b, "node", getattr(b, "value", None)) is step.binding
+                           for b in self.module.names.bindings(node)):
+                        raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+        for step in self.steps.values():
+            # In the call form, the mapped def itself must not carry the device axis anywhere else.
+            if step.binding is not step.func and len(self.steps) > 1:
+                pass
+
+    def _check_outputs(self, step: Step) -> None:
+        returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
+        line = returns[-1].lineno if returns else step.func.lineno
+        for leaf in leaves(step.outputs):
+            if leaf not in (R, S):
+                why = f" ({leaf.why}, line {leaf.line})" if hasattr(leaf, "why") and leaf.line else (
+                    f" ({leaf.why})" if hasattr(leaf, "why") else "")
+                raise Blocked(line, f"`{step.name}` returns {describe(leaf)}{why}: pmap returns one per device, the "
+                              "global view one in all")
+
+    # -- edits ---------------------------------------------------------------------------------
+
+    def _replace(self, node: ast.AST, text: str) -> None:
+        start, end = self.module.span(node)
+        self.plan.edits.append((start, end, text))
+
+    def _rewrite_steps(self) -> None:
+        jax = self.namer.jax()
+        for name, step in self.steps.items():
+            app = self._app_of[name]
+            donate = self.donate[name]
+            if app.kind == "decorator":
+                node = app.node
+                if donate is None:
+                    self._replace(node, f"{jax}.jit")
+                    if isinstance(node, ast.Call):
+                        self._drop_import(node.func)
+                else:
+                    partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
+                    self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
+            else:
+                fun = self.module.segment(app.node.args[0])
+                extra = f", donate_argnums={donate}" if donate is not None else ""
+                self._replace(app.node, f"{jax}.jit({fun}{extra})")
+            self._drop_import(app.ref)
+
+    def _collective(self, edit: CollectiveEdit) -> None:
+        node, arg = edit.node, edit.arg
+        self._drop_import(node.func)
+        if edit.action == "drop":
+            statement = self.module.parent_of(node)
+            if isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) and isinstance(arg, ast.Name) \
+                    and statement.targets[0].id == arg.id and self._own_lines(statement):
+                self._delete_lines(statement)
+                return
+            self._replace(node, self._atom(arg, node))
+            return
+        count = f"{self.namer.jax()}.device_count()"
+        if edit.tree:
+            self._replace(node, f"{self.namer.jax()}.tree.map(lambda x: x * {count}, {self.module.segment(arg)})")
+        else:
+            self._replace(node, f"{_paren(self.module.segment(arg), arg)} * {count}")
+
+    def _atom(self, arg: ast.expr, replaced: ast.AST) -> str:
+        text = self.module.segment(arg)
+        parent = self.module.parent_of(replaced)
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.Call, ast.Compare)) \
+                and not (isinstance(parent, ast.Call) and replaced is not parent.func):
+            return _paren(text, arg)
+        return text
+
+    def _own_lines(self, statement: ast.stmt) -> bool:
+        lines = self.module.text.splitlines(keepends=True)
+        first = lines[statement.lineno - 1]
+        last = lines[statement.end_lineno - 1]
+        start = self.module.src.offset(statement.lineno, statement.col_offset) - self.module.src.line_starts[statement.lineno - 1]
+        end = self.module.src.offset(statement.end_lineno, statement.end_col_offset) - self.module.src.line_starts[statement.end_lineno - 1]
+        return not first[:start].strip() and last[end:].strip() in ("",) and not self.module.has_comment(statement)
+
+    def _delete_lines(self, statement: ast.stmt) -> None:
+        starts = self.module.src.line_starts
+        start = starts[statement.lineno - 1]
+        end = starts[statement.end_lineno] if statement.end_lineno < len(starts) else len(self.module.text)
+        self.plan.edits.append((start, end, ""))
+
+    def _drop_import(self, ref: ast.expr) -> None:
+        """Schedule the import that names ``ref``'s root for removal (LibCST removes it only if unused)."""
+        root = ref
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return
+        for binding in self.module.names.bindings(root):
+            if isinstance(binding, ImportBinding):
+                statement = self.module.parent_of(binding.node)
+                if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+                    self.plan.remove_imports.add((statement.module, binding.node.name, binding.node.asname))
+                elif isinstance(statement, ast.Import) and binding.node.name != "jax" and "." not in binding.node.name:
+                    self.plan.remove_imports.add((binding.node.name, None, binding.node.asname))
+
+    def _mesh_name(self) -> str:
+        for name in ("mesh", f"{self.axis}_mesh"):
+            if self.module.free(name):
+                return name
+        raise Blocked(1, "no free module-level name for the mesh (`mesh` is taken)")
+
+    def _driver(self, edit, mesh: str) -> None:
+        inner = self.module.segment(edit.inner)
+        jax = self.namer.jax()
+        if edit.action in ("replicate", "shard"):
+            named = self.namer.sharding("NamedSharding")
+            spec = self.namer.sharding("PartitionSpec", "P")
+            if edit.action == "replicate":
+                self._replace(edit.node, f"{jax}.device_put({inner}, {named}({mesh}, {spec}()))")
+            else:
+                self._replace(edit.node, f"{jax}.make_array_from_process_local_data("
+                                         f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
+            self._drop_import(edit.node.func)
+        else:  # index / unshard: the device axis is gone, the value itself is what was read
+            self._replace(edit.node, self._atom(edit.inner, edit.node) if edit.action == "unshard" else
+                          _paren(inner, edit.inner) if isinstance(self.module.parent_of(edit.node), (ast.Attribute, ast.Subscript, ast.BinOp)) else inner)
+            if isinstance(edit.node, ast.Call):
+                self._drop_import(edit.node.func)
+
+    def _insert_mesh(self, mesh: str, nodes: list[ast.AST]) -> None:
+        if not nodes:
+            raise Blocked(1, "no call site lays out the step's arguments")
+        top = [self._top_statement(n) for n in nodes]
+        first = min(top, key=lambda s: s.lineno)
+        decorators = getattr(first, "decorator_list", [])
+        line = min([first.lineno, *(d.lineno for d in decorators)])
+        lines = self.module.text.splitlines(keepends=True)
+        while line > 1 and lines[line - 2].lstrip().startswith("#"):
+            line -= 1
+        jax = self.namer.jax()
+        axis_type = self.namer.sharding("AxisType")
+        text = (f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({json.dumps(self.axis)},), "
+                f"axis_types=({axis_type}.Auto,))\n")
+        if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            text += "\n\n"
+        offset = self.module.src.line_starts[line - 1]
+        self.plan.edits.append((offset, offset, text))
+
+    def _top_statement(self, node: ast.AST) -> ast.stmt:
+        current = node
+        while self.module.parent_of(current) is not self.module.tree:
+            current = self.module.parent_of(current)
+        return current
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return "?"
+
+
+def _paren(text: str, node: ast.expr) -> str:
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.List, ast.Dict)):
+        return text
+    if isinstance(node, ast.Tuple) and text.startswith("("):
+        return text
+    return f"({text})"
