@@ -11,8 +11,10 @@ the same all-reduce traffic with nothing else added (no all-gather, no collectiv
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jaxmigrate.lint.checker import fix_text
@@ -26,6 +28,10 @@ RUNTIME = Path(__file__).resolve().parents[1] / "fixtures" / "runtime"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30.
 LEGACY = {"global_mlp"}
 CASES = sorted(p.name for p in RUNTIME.glob("global_*") if (p / "old.py").is_file())
+# Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
+# gradient, an eval step).
+PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
+          "global_eval_predictions": None}
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +68,18 @@ def test_global_view_matches_pmap(case, tmp_path, request):
     entry = report.entry("main")
     assert entry.comparison is not None and len(entry.comparison.leaves) >= 2
     old_kinds, new_kinds = entry.old.collectives.totals, entry.new.collectives.totals
-    # The gradient all-reduce is there, and nothing else GSPMD could have added: no all-gather,
-    # no collective-permute. XLA combines the per-leaf all-reduces into fewer ops, so bytes (the
-    # gradient and loss), not op counts, must agree.
+    # Only all-reduces, as under pmap: nothing GSPMD could have added (no all-gather, no
+    # collective-permute). The gradient's all-reduce is there: at least the parameters' bytes go
+    # through all-reduces. And no more traffic than pmap's: the totals run over every module each
+    # side compiled, and JAX 0.10's pmap compiles its step again when later calls pass its own
+    # outputs (laid out differently from the first arguments), while jit compiles it once; XLA
+    # also combines per-leaf all-reduces into fewer ops, so bytes, not op counts, are compared.
     assert set(new_kinds) == set(old_kinds) == {"all-reduce"}, render_text(report)
-    assert new_kinds["all-reduce"].bytes == old_kinds["all-reduce"].bytes, render_text(report)
-    assert new_kinds["all-reduce"].count <= old_kinds["all-reduce"].count
+    new_bytes, old_bytes = new_kinds["all-reduce"].bytes, old_kinds["all-reduce"].bytes
+    prefix = PARAMS[case]
+    gradient = 0 if prefix is None else sum(
+        math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize
+        for leaf in entry.new.outputs if leaf.path.startswith(prefix) and leaf.shape is not None)
+    assert prefix is None or gradient > 0
+    assert 0 < max(gradient, 1) <= new_bytes <= old_bytes, render_text(report)
+    assert new_kinds["all-reduce"].count <= old_kinds["all-reduce"].count, render_text(report)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.migrate._global_step import BOT, R, S, Blocked, Kind, Seq
+from jaxmigrate.migrate._global_step import BOT, R, S, Blocked, Kind, Record, Seq
 from jaxmigrate.names import ValueBinding
 
 
@@ -329,7 +329,8 @@ class DriverAnalyzer:
                 and isinstance(node.args[0], ast.Lambda):
             action = self._tree_map_action(node.args[0])
             kind = self.expr(node.args[1], env)
-            if action == "index" and kind == DREP or action in ("replicate", "shard") and kind == HOST:
+            host = all(leaf == HOST for leaf in _hleaves(kind))
+            if action == "index" and kind == DREP or action in ("replicate", "shard") and host:
                 self._edit(node, action, node.args[1])
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
@@ -485,6 +486,9 @@ def _to_kind(kind) -> Kind:
 def _from_kind(kind: Kind):
     if isinstance(kind, Seq):
         return tuple(_from_kind(k) for k in kind.items)
+    if isinstance(kind, Record):
+        parts = {_from_kind(k) for _, k in kind.items}
+        return parts.pop() if len(parts) == 1 and not isinstance(next(iter(parts)), tuple) else MIXED
     if kind == R:
         return DREP
     if kind == S:

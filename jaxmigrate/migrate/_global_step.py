@@ -140,13 +140,13 @@ _ROWWISE = frozenset(
         "maximum", "minimum", "where", "clip", "equal", "not_equal", "greater", "greater_equal", "less",
         "less_equal", "logical_and", "logical_or", "logical_not", "negative", "reciprocal", "power",
         "multiply", "add", "subtract", "divide", "true_divide", "floor", "ceil", "round", "isnan",
-        "isfinite", "nan_to_num", "float32", "int32", "asarray", "array", "dot", "matmul", "einsum_",
-        "argmax", "argmin", "take_along_axis", "expand_dims", "squeeze_", "logaddexp",
+        "isfinite", "nan_to_num", "float32", "int32", "asarray", "array", "dot", "matmul",
+        "argmax", "argmin", "take_along_axis", "logaddexp", "ones_like", "zeros_like",
     )
 ) | frozenset(
     f"jax.nn.{name}" for name in (
         "relu", "gelu", "sigmoid", "silu", "swish", "softplus", "elu", "leaky_relu", "tanh", "softmax",
-        "log_softmax", "one_hot", "logsumexp", "log_sigmoid", "standardize_",
+        "log_softmax", "one_hot", "logsumexp", "log_sigmoid",
     )
 ) | frozenset({
     "jax.scipy.special.logsumexp", "jax.lax.stop_gradient",

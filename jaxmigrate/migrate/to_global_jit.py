@@ -355,6 +355,11 @@ class _Builder:
                                          f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
             self._drop_import(edit.node.func)
         else:  # index / unshard: the device axis is gone, the value itself is what was read
+            statement = self.module.parent_of(edit.node)
+            if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
+                    and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
+                self._delete_lines(statement)  # `x = x[0]` / `probs = probs.reshape(...)`: nothing left to do
+                return
             self._replace(edit.node, self._atom(edit.inner, edit.node) if edit.action == "unshard" else
                           _paren(inner, edit.inner) if isinstance(self.module.parent_of(edit.node), (ast.Attribute, ast.Subscript, ast.BinOp)) else inner)
             if isinstance(edit.node, ast.Call):
@@ -384,6 +389,10 @@ class _Builder:
         while self.module.parent_of(current) is not self.module.tree:
             current = self.module.parent_of(current)
         return current
+
+
+def _same_name(a: ast.expr, b: ast.expr) -> bool:
+    return isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id == b.id
 
 
 def _literal(node: ast.expr):
