@@ -92,3 +92,24 @@ def test_the_rest_of_the_module_moves_with_the_step():
     )
     view = plan_global(source)
     assert not view.possible and "all_gather" in view.reason
+
+
+def test_the_global_view_runs_before_the_safe_codemods_of_its_call_sites():
+    """The driver comes first in the file, so JM302's safe codemod is reported first; the fix loop
+    still moves the module to the global view instead of rewriting `device_put_replicated` into a
+    generated helper."""
+    source = (
+        "import functools\n\nimport jax\nimport jax.numpy as jnp\n\n\n"
+        "def main(params, x):\n"
+        "    params = jax.device_put_replicated(params, jax.local_devices())\n"
+        "    x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])\n"
+        "    params = step(params, x)\n"
+        "    return jax.tree.map(lambda p: p[0], params)\n\n\n"
+        "@functools.partial(jax.pmap, axis_name='i')\n"
+        "def step(params, x):\n"
+        "    grads = jax.grad(lambda p: jnp.mean((x @ p) ** 2))(params)\n"
+        "    return params - 0.1 * jax.lax.pmean(grads, 'i')\n"
+    )
+    fixed = fix_text(source, "x.py", all_rules(), TARGET, unsafe=True)
+    assert "_device_put_replicated" not in fixed.text and "jax.device_put(params, NamedSharding(mesh, P()))" in fixed.text
+    assert "return params - 0.1 * grads\n" in fixed.text

@@ -25,13 +25,23 @@ from jaxmigrate.runtime_checks.report import render_text
 pytestmark = pytest.mark.runtime
 
 RUNTIME = Path(__file__).resolve().parents[1] / "fixtures" / "runtime"
-# Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30.
+# Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
+# the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp"}
+FLAX = {"global_flax_train_state"}
 CASES = sorted(p.name for p in RUNTIME.glob("global_*") if (p / "old.py").is_file())
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
 PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
-          "global_eval_predictions": None}
+          "global_eval_predictions": None, "global_flax_train_state": "['params']"}
+
+
+@pytest.fixture(scope="module")
+def flax_python():
+    env = make_legacy_env("0.4.30", packages=("flax==0.8.5",))
+    if env.python is None:
+        pytest.skip(f"no jax 0.4.30 + flax 0.8.5 interpreter: {env.reason}")
+    return str(env.python)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +64,7 @@ def migrate(old: Path) -> str:
 
 
 def test_cases_exist():
-    assert "global_mlp" in CASES
+    assert {"global_mlp", "global_flax_train_state"} <= set(CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -62,7 +72,8 @@ def test_global_view_matches_pmap(case, tmp_path, request):
     old = RUNTIME / case / "old.py"
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
-    old_python = request.getfixturevalue("legacy_python") if case in LEGACY else None
+    old_python = (request.getfixturevalue("legacy_python") if case in LEGACY else
+                  request.getfixturevalue("flax_python") if case in FLAX else None)
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=old_python, timeout=240)
     assert report.equal, render_text(report)
     entry = report.entry("main")
