@@ -94,3 +94,68 @@ def test_global_view_matches_pmap(case, tmp_path, request):
     assert prefix is None or gradient > 0
     assert 0 < max(gradient, 1) <= new_bytes <= old_bytes, render_text(report)
     assert new_kinds["all-reduce"].count <= old_kinds["all-reduce"].count, render_text(report)
+
+
+RUN_ONE_PROCESS = """
+import importlib.util, sys
+port, pid, program, out = sys.argv[1:5]
+import jax
+import numpy as np
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=int(pid))
+spec = importlib.util.spec_from_file_location("program", program)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+flat, _ = jax.tree_util.tree_flatten_with_path(module.main())
+np.savez(out, **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in flat})
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(program: Path, tmp_path: Path, label: str) -> list[dict]:
+    """Run ``program``'s main() as 2 jax.distributed processes of 2 CPU devices each."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run_one_process.py"
+    script.write_text(RUN_ONE_PROCESS)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, str(script), str(port), str(i), str(program),
+                               str(tmp_path / f"{label}{i}.npz")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+             for i in range(2)]
+    outputs = []
+    for proc in procs:
+        try:
+            log, _ = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, log[-3000:]
+    for i in range(2):
+        with np.load(tmp_path / f"{label}{i}.npz") as npz:
+            outputs.append({k: npz[k] for k in npz.files})
+    return outputs
+
+
+def test_two_processes_give_the_pmap_results(tmp_path):
+    """Each process loads different examples; pmap averages over all 4 devices of the 2 processes,
+    and so must the global view (make_array_from_process_local_data makes one global batch)."""
+    old = RUNTIME / "global_optstate_metrics" / "old.py"
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    for process in range(2):
+        assert sorted(old_out[process]) == sorted(new_out[process])
+        for key, value in old_out[process].items():
+            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
