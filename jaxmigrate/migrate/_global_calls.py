@@ -57,6 +57,7 @@ class Step:
     in_axes: tuple  # per position: 0 or None
     outputs: Kind = BOT
     params: list[Kind] = field(default_factory=list)
+    bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
 
 
 @dataclass
@@ -97,7 +98,8 @@ class DriverAnalyzer:
 
     def analyse(self) -> None:
         for step in self.steps.values():
-            step.params = [BOT] * len(step.func.args.args)
+            step.params = [BOT] * (len(step.func.args.args) - len([
+                a for a in step.func.args.args if a.arg in step.bound]))
         self.edits.clear()
         self.step_calls.clear()
         self.called: set[str] = set()
@@ -351,7 +353,7 @@ class DriverAnalyzer:
     def _step_call(self, step: Step, node: ast.Call, env: dict):
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise Blocked(node.lineno, f"`{step.name}` is called with keyword or starred arguments")
-        if len(node.args) != len(step.func.args.args):
+        if len(node.args) != len(step.params):
             raise Blocked(node.lineno, f"`{step.name}` is called with {len(node.args)} arguments")
         self.step_calls.append(node)
         self.called.add(step.name)

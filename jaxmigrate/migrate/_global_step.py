@@ -218,27 +218,30 @@ class StepAnalyzer:
 
     # -- entry -----------------------------------------------------------------------------
 
-    def analyse(self, func: ast.FunctionDef, params: list[Kind]) -> StepAnalysis:
+    def analyse(self, func: ast.FunctionDef, params: list[Kind], bound: tuple[str, ...] = ()) -> StepAnalysis:
         args = func.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        if args.vararg or args.kwarg or args.posonlyargs or any(a.arg not in bound for a in args.kwonlyargs):
             raise Blocked(func.lineno, f"`{func.name}` takes *args, **kwargs or keyword-only arguments")
-        if len(params) != len(args.args):
+        if len(params) + len([a for a in args.args if a.arg in bound]) != len(args.args):
             raise Blocked(func.lineno, f"`{func.name}` is called with {len(params)} arguments, not "
                           f"{len(args.args)}")
-        self.result.output = self._call_def(func, params, None)
+        self.result.output = self._call_def(func, [*params, *(R for a in args.args if a.arg in bound)], None,
+                                            keywords={name: R for name in bound})
         return self.result
 
     # -- functions -------------------------------------------------------------------------
 
-    def _call_def(self, func: ast.AST, params: list[Kind], parent: Frame | None) -> Kind:
-        key = (id(func), tuple(map(repr, params)), id(parent))
+    def _call_def(self, func: ast.AST, params: list[Kind], parent: Frame | None,
+                  keywords: dict[str, Kind] | None = None) -> Kind:
+        keywords = keywords or {}
+        key = (id(func), tuple(map(repr, params)), id(parent), tuple(sorted(keywords)))
         if key in self._memo:
             return self._memo[key]
         if self._depth >= self.MAX_DEPTH:
             raise Blocked(func.lineno, "calls nest too deep to follow")
-        frame = Frame({}, parent, func)
-        names = [a.arg for a in func.args.args]
-        if func.args.vararg or func.args.kwarg or func.args.kwonlyargs:
+        frame = Frame(dict(keywords), parent, func)
+        names = [a.arg for a in func.args.args if a.arg not in keywords]
+        if func.args.vararg or func.args.kwarg or any(a.arg not in keywords for a in func.args.kwonlyargs):
             raise Blocked(func.lineno, "a function with *args / **kwargs / keyword-only arguments is called "
                           "with per-device values")
         defaults = func.args.defaults
@@ -385,16 +388,24 @@ class StepAnalyzer:
             return kind
         bindings = self.names.bindings(node)
         if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and isinstance(
-                bindings[0].node, ast.FunctionDef) and self._module_level(bindings[0].node):
+                bindings[0].node, ast.FunctionDef):
             return Fn(bindings[0].node, None)
-        # Module-level constants, imported names, builtins: the same on every device.
+        # Module-level constants, imported names, builtins: the same on every device. A local of
+        # an enclosing function (a closure) may hold anything, pmap's device axis included.
         for binding in bindings:
-            if isinstance(binding, ValueBinding) and not self._module_level_value(binding):
+            if isinstance(binding, ValueBinding) and not self._module_level_value(binding) or \
+                    isinstance(binding, OpaqueBinding) and not self._module_level(binding.node):
                 return U(f"`{node.id}` is bound outside what the analysis follows", node.lineno)
         return R
 
     def _module_level(self, node: ast.AST) -> bool:
-        return self.module.parent_of(node) is self.module.tree
+        """Bound at module level: no function or lambda between ``node`` and the module."""
+        parent = self.module.parent_of(node)
+        while parent is not None and parent is not self.module.tree:
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return False
+            parent = self.module.parent_of(parent)
+        return True
 
     def _module_level_value(self, binding: ValueBinding) -> bool:
         parent = self.module.parent_of(binding.value)

@@ -56,7 +56,7 @@ from jaxmigrate.migrate._global_step import (
 )
 from jaxmigrate.migrate._pmap_sites import Application, Planner
 from jaxmigrate.migrate._sharding_common import Namer, Plan, Unprovable, apply, parse_module
-from jaxmigrate.names import ImportBinding
+from jaxmigrate.names import ImportBinding, OpaqueBinding
 
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
 
@@ -140,7 +140,7 @@ class _Builder:
                     missing = step.params.index(BOT) + 1
                     raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out by "
                                   "code this fix follows")
-                analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params)
+                analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
                     step.outputs, changed = analysis.output, True
@@ -166,12 +166,10 @@ class _Builder:
     def _step(self, app: Application) -> None:
         if app.reason is not None:
             raise Blocked(app.line, app.reason)
-        func = app.mapped
-        if not isinstance(func, ast.FunctionDef):
-            raise Blocked(app.line, "the pmapped function is not a `def` of this module")
+        func, bound = app.mapped, {}
         if app.kind == "decorator":
-            if self.module.parent_of(func) is not self.module.tree:
-                raise Blocked(app.line, "the pmapped function is not defined at module level")
+            if not isinstance(func, ast.FunctionDef):
+                raise Blocked(app.line, "the pmapped function is not a `def`")
             if len(func.decorator_list) != 1:
                 raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
             name, binding = func.name, func
@@ -180,18 +178,15 @@ class _Builder:
         else:
             call = app.node
             assign = self.module.parent_of(call)
-            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)
-                    and self.module.parent_of(assign) is self.module.tree):
-                raise Blocked(app.line, "the pmap is not assigned to a module-level name")
-            if len(call.args) != 1:
-                raise Blocked(app.line, "pmap's options are passed positionally")
-            if self.module.parent_of(func) is not self.module.tree:
-                raise Blocked(app.line, "the pmapped function is not defined at module level")
+            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+                raise Blocked(app.line, "the pmap is not assigned to a name")
+            if len(call.args) != 1 or isinstance(call.func, ast.Call):
+                raise Blocked(app.line, "pmap's options are passed positionally or through a `partial(...)`")
+            if func is None:
+                func, bound = self._partial_of(call.args[0], app.line)
+            if not isinstance(func, ast.FunctionDef):
+                raise Blocked(app.line, "the pmapped function is not a `def` of this module")
             name, binding, options = assign.targets[0].id, call, list(call.keywords)
-            partial = self.module.parent_of(call.func)
-            if isinstance(call.func, ast.Call):
-                raise Blocked(app.line, "pmap through a `partial(...)` call")
-            del partial
         values = {}
         for kw in options:
             if kw.arg not in _OPTIONS:
@@ -208,21 +203,40 @@ class _Builder:
         self.axis = self.axis or axis
         if "out_axes" in values and _literal(values["out_axes"]) != 0:
             raise Blocked(app.line, "`out_axes=` other than 0")
-        in_axes = (0,) * len(func.args.args)
+        positional = [a.arg for a in func.args.args]
+        if bound:
+            if func.args.vararg or func.args.kwarg or set(bound) - set(positional) - {a.arg for a in func.args.kwonlyargs}:
+                raise Blocked(app.line, "`partial(...)` binds arguments the step does not name")
+            count = len([a for a in positional if a not in bound])
+            if any(a in bound for a in positional[:count]):
+                raise Blocked(app.line, "`partial(...)` binds an argument before one pmap maps")
+            positional = positional[:count]
+        in_axes = (0,) * len(positional)
         if "in_axes" in values:
             given = _literal(values["in_axes"])
             if given == 0:
                 pass
-            elif isinstance(given, (tuple, list)) and len(given) == len(func.args.args) and all(a in (0, None) for a in given):
+            elif isinstance(given, (tuple, list)) and len(given) == len(positional) and all(a in (0, None) for a in given):
                 in_axes = tuple(given)
             else:
                 raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes)
+        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound))
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self._app_of = getattr(self, "_app_of", {})
         self._app_of[name] = app
+
+    def _partial_of(self, node: ast.expr, line: int):
+        """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
+        if not (isinstance(node, ast.Call) and self.module.names.qualified_name(node.func) == "functools.partial"
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
+                and all(kw.arg for kw in node.keywords)):
+            raise Blocked(line, "the pmapped function is not a `def` or a `partial(def, name=...)` of this module")
+        defs = [b.node for b in self.module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
+        if len(defs) != 1 or len(self.module.names.bindings(node.args[0])) != 1:
+            raise Blocked(line, "the pmapped function is not a `def` of this module")
+        return defs[0], {kw.arg: kw.value for kw in node.keywords}
 
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
@@ -276,9 +290,16 @@ class _Builder:
                     partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
                     self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
             else:
-                fun = self.module.segment(app.node.args[0])
-                extra = f", donate_argnums={donate}" if donate is not None else ""
-                self._replace(app.node, f"{jax}.jit({fun}{extra})")
+                args = [self.module.segment(app.node.args[0])]
+                if donate is not None:
+                    args.append(f"donate_argnums={donate}")
+                if app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
+                    indent = self.module.src.line(app.node.lineno)
+                    indent = indent[: len(indent) - len(indent.lstrip())]
+                    inner = "".join(f"{indent}    {a},\n" for a in args)
+                    self._replace(app.node, f"{jax}.jit(\n{inner}{indent})")
+                else:
+                    self._replace(app.node, f"{jax}.jit({', '.join(args)})")
             self._drop_import(app.ref)
 
     def _collective(self, edit: CollectiveEdit) -> None:
