@@ -44,6 +44,14 @@ DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
 SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
+_HINTS = {
+    "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
+    "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
+    "flax.training.common_utils.shard_prng_key": "makes one RNG key per device: the global view takes one key, "
+    "and its random streams differ from pmap's",
+    "flax.jax_utils.pad_shard_unpad": "wraps the step in pmap's convention; call the jitted step on the "
+    "padded global batch instead",
+}
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 
 
@@ -371,9 +379,31 @@ class DriverAnalyzer:
                 continue  # made by the step itself, whose outputs are not known yet
             if any(leaf not in DEVICE for leaf in leaves):
                 raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not made by a "
-                              "replicate, shard or device-count reshape this fix recognises (nor by the step itself)")
+                              "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
+                              + self._hint(arg))
             step.params[i] = _join_kind(step.params[i], _to_kind(kind))
         return _from_kind(step.outputs)
+
+    def _hint(self, arg: ast.expr) -> str:
+        """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead."""
+        producers: list[ast.AST] = [arg]
+        if isinstance(arg, ast.Name):
+            scope = self._scope_of(arg)
+            producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                          and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
+            producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
+                          and any(isinstance(t, ast.Name) and t.id == arg.id for t in ast.walk(n.target))]
+        for producer in producers:
+            for call in ast.walk(producer):
+                if not isinstance(call, ast.Call):
+                    continue
+                name = self._qualified(call.func)
+                if name in _HINTS:
+                    return f"; `{self._short(call)}` (line {call.lineno}) {_HINTS[name]}"
+                if name == "jax.random.split" and len(call.args) == 2 and self._is_device_count(call.args[1]):
+                    return (f"; `{self._short(call)}` (line {call.lineno}) makes one RNG key per device: the "
+                            "global view takes one key, and its random streams differ from pmap's")
+        return ""
 
     # -- patterns --------------------------------------------------------------------------
 

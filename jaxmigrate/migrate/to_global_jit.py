@@ -179,7 +179,11 @@ class _Builder:
             call = app.node
             assign = self.module.parent_of(call)
             if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
-                raise Blocked(app.line, "the pmap is not assigned to a name")
+                where = "called at once" if isinstance(assign, ast.Call) and assign.func is call else (
+                    "passed to another call" if isinstance(assign, ast.Call) else
+                    "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
+                raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
+                              "this fix can follow")
             if len(call.args) != 1 or isinstance(call.func, ast.Call):
                 raise Blocked(app.line, "pmap's options are passed positionally or through a `partial(...)`")
             if func is None:
