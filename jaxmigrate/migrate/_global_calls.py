@@ -113,8 +113,24 @@ class DriverAnalyzer:
         self.called: set[str] = set()
         scopes = self._driving_scopes()
         for scope in scopes:
-            body = scope.body
-            self._block(body, {})
+            self._device_names: set[str] = set()
+            self._block(scope.body, {})
+            self._no_escape(scope, self._device_names)
+
+    def _no_escape(self, scope, device_names: set[str]) -> None:
+        """A name that ever holds a device-axis value here must not be read from another scope (a
+        nested function, another function reading a global): those reads are not followed."""
+        if not device_names:
+            return
+        for node in ast.walk(self.module.tree):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device_names):
+                continue
+            if self._scope_of(node) is scope and not self._in_lambda(node, scope):
+                continue
+            if any(self._scope_of(_binding_node(b)) is scope for b in self.names.bindings(node)
+                   if _binding_node(b) is not None):
+                raise Blocked(node.lineno, f"`{node.id}` (with pmap's device axis) is read in another function "
+                              "or a lambda, which this fix does not follow")
 
     def _driving_scopes(self) -> list:
         scopes: list = []
@@ -128,6 +144,14 @@ class DriverAnalyzer:
                     seen.add(id(scope))
                     scopes.append(scope)
         return scopes
+
+    def _in_lambda(self, node: ast.AST, scope) -> bool:
+        parent = self.module.parent_of(node)
+        while parent is not None and parent is not scope:
+            if isinstance(parent, ast.Lambda):
+                return True
+            parent = self.module.parent_of(parent)
+        return False
 
     def _scope_of(self, node: ast.AST):
         parent = self.module.parent_of(node)
@@ -154,8 +178,10 @@ class DriverAnalyzer:
         return env
 
     def _stmt(self, node: ast.stmt, env: dict) -> dict:
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            raise Blocked(node.lineno, "a `global` / `nonlocal` declaration in code that drives the step")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
-                             ast.Global, ast.Nonlocal, ast.Pass, ast.Break, ast.Continue)):
+                             ast.Pass, ast.Break, ast.Continue)):
             self._no_device_names(node, env)
             return env
         if isinstance(node, ast.Assign):
@@ -227,6 +253,8 @@ class DriverAnalyzer:
     def _bind(self, target: ast.expr, kind, env: dict) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = kind
+            if any(leaf in DEVICE or leaf == MIXED for leaf in _hleaves(kind)):
+                self._device_names.add(target.id)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(kind, tuple) and len(kind) == len(target.elts):
@@ -476,6 +504,10 @@ class DriverAnalyzer:
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._is_device_count(
                 bindings[0].value)
         return False
+
+
+def _binding_node(binding) -> ast.AST | None:
+    return getattr(binding, "value", None) or getattr(binding, "node", None)
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
