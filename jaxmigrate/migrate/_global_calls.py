@@ -37,12 +37,15 @@ class H:
 
 
 HOST, DREP, DSHARD, MIXED = H("HOST"), H("DREP"), H("DSHARD"), H("MIXED")
+EMPTY, DLIST = H("EMPTY"), H("DLIST")  # `[]`, and a list the step's replicated outputs are appended to
 DEVICE = (DREP, DSHARD)
+CARRIES_AXIS = (DREP, DSHARD, DLIST, MIXED)
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
 SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
+GET_METRICS = "flax.training.common_utils.get_metrics"
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
@@ -80,6 +83,8 @@ def _hjoin(a, b):
         return b
     if b == BOT or a == b:
         return a
+    if {a, b} in ({EMPTY, DLIST}, {EMPTY, HOST}):
+        return b if a == EMPTY else a
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         return tuple(_hjoin(x, y) for x, y in zip(a, b))
     return MIXED
@@ -196,7 +201,7 @@ class DriverAnalyzer:
         if isinstance(node, ast.AugAssign):
             kind = self.expr(node.value, env)
             target = self.expr(node.target, env) if not isinstance(node.target, ast.Name) else env.get(node.target.id, HOST)
-            if kind in DEVICE or target in DEVICE:
+            if kind in CARRIES_AXIS or target in CARRIES_AXIS:
                 raise Blocked(node.lineno, "augmented assignment of a value with pmap's device axis")
             return env
         if isinstance(node, (ast.Expr, ast.Assert, ast.Raise, ast.Delete)):
@@ -207,7 +212,7 @@ class DriverAnalyzer:
         if isinstance(node, ast.Return):
             if node.value is not None:
                 kind = self.expr(node.value, env)
-                if any(leaf in DEVICE or leaf == MIXED for leaf in _hleaves(kind)):
+                if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
                     raise Blocked(node.lineno, "a value with pmap's device axis is returned; its callers are not "
                                   "followed")
             return env
@@ -246,14 +251,14 @@ class DriverAnalyzer:
     def _no_device_names(self, node: ast.AST, env: dict) -> None:
         """A nested def or class must not capture a device value (its uses are not followed)."""
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and env.get(sub.id) in DEVICE and sub is not node:
+            if isinstance(sub, ast.Name) and env.get(sub.id) in CARRIES_AXIS and sub is not node:
                 raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside a nested "
                               "function, which this fix does not follow")
 
     def _bind(self, target: ast.expr, kind, env: dict) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = kind
-            if any(leaf in DEVICE or leaf == MIXED for leaf in _hleaves(kind)):
+            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
                 self._device_names.add(target.id)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -261,7 +266,7 @@ class DriverAnalyzer:
                 for element, item in zip(target.elts, kind):
                     self._bind(element, item, env)
                 return
-            if kind in DEVICE or isinstance(kind, tuple) or kind == MIXED:
+            if kind in CARRIES_AXIS or isinstance(kind, tuple):
                 raise Blocked(target.lineno, "a value with pmap's device axis is unpacked in a way this fix does "
                               "not follow")
             for element in target.elts:
@@ -269,7 +274,7 @@ class DriverAnalyzer:
                            BOT if kind == BOT else HOST, env)
             return
         # An attribute or item: the value escapes where this fix cannot follow it.
-        if any(leaf in DEVICE or leaf == MIXED for leaf in _hleaves(kind)):
+        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
             raise Blocked(target.lineno, "a value with pmap's device axis is stored in an attribute or container, "
                           "which this fix does not follow")
         self._host(target, env)
@@ -278,7 +283,7 @@ class DriverAnalyzer:
 
     def _host(self, node: ast.expr, env: dict) -> None:
         kind = self.expr(node, env)
-        if any(leaf in DEVICE or leaf == MIXED for leaf in _hleaves(kind)):
+        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis here, where the global "
                           "view has no counterpart")
 
@@ -293,11 +298,13 @@ class DriverAnalyzer:
                 if self._step_of(node) is not None:
                     raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
                 return HOST
-            return kind
+            return HOST if kind == EMPTY else kind
         if isinstance(node, ast.Call):
             return self._call(node, env)
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
+        if isinstance(node, ast.List) and not node.elts:
+            return EMPTY
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
             return tuple(self.expr(e, env) for e in node.elts)
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
@@ -332,7 +339,7 @@ class DriverAnalyzer:
                 return kind[node.slice.value]
             except IndexError:
                 pass
-        if any(leaf in DEVICE or leaf == MIXED for leaf in _hleaves(kind)):
+        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` indexes a value with pmap's device axis")
         return HOST
 
@@ -347,6 +354,19 @@ class DriverAnalyzer:
                 return self._step_call(step, node, env)
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
+                and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
+            kind = self.expr(arg, env)
+            if kind == DREP:
+                env[func.value.id] = DLIST  # flax's train_metrics.append(metrics)
+                self._device_names.add(func.value.id)
+                return HOST
+            if env.get(func.value.id) == EMPTY and kind in (HOST, EMPTY):
+                env[func.value.id] = HOST
+                return HOST
+        if arg is not None and qualified == GET_METRICS and self.expr(arg, env) == DLIST:
+            self._edit(node, "metrics", arg)
+            return HOST
         if arg is not None and qualified in REPLICATE | SHARD | UNREPLICATE:
             kind = self.expr(arg, env)
             if qualified in UNREPLICATE:

@@ -379,6 +379,10 @@ class _Builder:
                 self._replace(edit.node, f"{jax}.make_array_from_process_local_data("
                                          f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
             self._drop_import(edit.node.func)
+        elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
+            self._replace(edit.node, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), "
+                                     f"*{jax}.device_get({inner}))")
+            self._drop_import(edit.node.func)
         else:  # index / unshard: the device axis is gone, the value itself is what was read
             statement = self.module.parent_of(edit.node)
             if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
