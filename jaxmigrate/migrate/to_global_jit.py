@@ -95,6 +95,9 @@ def plan_global(text: str) -> GlobalView:
         view.line, view.reason = blocked.line, blocked.message
     except Unprovable as error:
         view.reason = str(error)
+    except (RecursionError, Exception) as error:  # a bug here must not cost JM101 its finding
+        view.reason = (f"the global-view analysis failed on this module ({type(error).__name__}: {error}); "
+                       "please report it")
     return view
 
 
