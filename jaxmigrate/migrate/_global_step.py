@@ -610,6 +610,8 @@ class StepAnalyzer:
 
     def _tree_valued(self, arg: ast.expr) -> bool:
         """Whether a collective's argument may be a pytree (then scaling needs a tree map)."""
+        if isinstance(arg, ast.Constant):
+            return False
         return not (isinstance(arg, ast.Call) and self.names.qualified_name(arg.func) in {
             f"jax.numpy.{r}" for r in (*_REDUCTIONS, *_OTHER_REDUCTIONS)})
 

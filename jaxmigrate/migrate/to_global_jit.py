@@ -324,6 +324,8 @@ class _Builder:
         count = f"{self.namer.jax()}.device_count()"
         if edit.tree:
             self._replace(node, f"{self.namer.jax()}.tree.map(lambda x: x * {count}, {self.module.segment(arg)})")
+        elif isinstance(arg, ast.Constant) and arg.value == 1:
+            self._replace(node, count)  # psum(1): the number of devices
         else:
             self._replace(node, f"{_paren(self.module.segment(arg), arg)} * {count}")
 
