@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.migrate._global_step import BOT, R, S, Blocked, Kind, Record, Seq
+from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, Kind, Record, Seq, join
 from jaxmigrate.names import ValueBinding
 
 
@@ -200,7 +200,10 @@ class DriverAnalyzer:
             return env
         if isinstance(node, ast.AugAssign):
             kind = self.expr(node.value, env)
-            target = self.expr(node.target, env) if not isinstance(node.target, ast.Name) else env.get(node.target.id, HOST)
+            if isinstance(node.target, ast.Name):
+                target = env.get(node.target.id, HOST)
+            else:
+                target = self.expr(node.target, env)
             if kind in CARRIES_AXIS or target in CARRIES_AXIS:
                 raise Blocked(node.lineno, "augmented assignment of a value with pmap's device axis")
             return env
@@ -468,8 +471,9 @@ class DriverAnalyzer:
         if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
                 and _is_name(body.func.value, x) and self._is_shard_reshape(body.func.value, body.args):
             return "shard"
-        if isinstance(body, ast.Call) and self._qualified(body.func) in ("jax.numpy.broadcast_to", "numpy.broadcast_to") \
-                and len(body.args) == 2 and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
+        broadcast = ("jax.numpy.broadcast_to", "numpy.broadcast_to")
+        if isinstance(body, ast.Call) and self._qualified(body.func) in broadcast and len(body.args) == 2 \
+                and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
             return "replicate"
         return None
 
@@ -583,6 +587,4 @@ def _from_kind(kind: Kind):
 
 
 def _join_kind(a: Kind, b: Kind) -> Kind:
-    from jaxmigrate.migrate._global_step import join
-
     return join(a, b)

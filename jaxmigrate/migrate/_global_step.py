@@ -28,146 +28,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from jaxmigrate.migrate._global_kinds import (
+    AXIS_ARGUMENT, BOT, COLLECTIVES, GRADS, OTHER_REDUCTIONS, REDUCTIONS, ROWWISE, SUM, TREE_MAPS, Blocked, Fn,
+    Grad, Kind, M, R, Record, S, Seq, U, describe, flat, join,
+)
 from jaxmigrate.names import OpaqueBinding, ValueBinding
-
-# -- kinds -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Atom:
-    name: str  # R | S | M | SUM | BOT
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-R, S, M, SUM, BOT = Atom("R"), Atom("S"), Atom("M"), Atom("SUM"), Atom("BOT")
-
-
-@dataclass(frozen=True)
-class U:
-    """Not provably any of the kinds above; ``why`` says what made it so (for the finding)."""
-
-    why: str
-    line: int
-
-
-@dataclass(frozen=True)
-class Seq:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Record:
-    items: tuple  # ((key, kind), ...)
-
-
-@dataclass(frozen=True, eq=False)
-class Fn:
-    node: ast.AST  # FunctionDef or Lambda
-    frame: "Frame | None"
-
-
-@dataclass(frozen=True, eq=False)
-class Grad:
-    fn: Fn
-    with_value: bool
-    has_aux: bool
-    argnums: tuple[int, ...]
-
-
-Kind = Atom | U | Seq | Record | Fn | Grad
-
-
-class Blocked(Exception):
-    """The global view cannot be proven; ``line`` is where, the message says why."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-        self.message = message
-
-
-def join(a: Kind, b: Kind) -> Kind:
-    if a == BOT:
-        return b
-    if b == BOT or a == b:
-        return a
-    if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
-        return Seq(tuple(join(x, y) for x, y in zip(a.items, b.items)))
-    if isinstance(a, U):
-        return a
-    if isinstance(b, U):
-        return b
-    return U("it holds different kinds of values on different paths", 0)
-
-
-def leaves(kind: Kind) -> list[Kind]:
-    if isinstance(kind, Seq):
-        return [leaf for item in kind.items for leaf in leaves(item)]
-    if isinstance(kind, Record):
-        return [leaf for _, item in kind.items for leaf in leaves(item)]
-    return [kind]
-
-
-def flat(kind: Kind, line: int = 0) -> Kind:
-    """One atom for a whole pytree (its leaves' common kind), else U."""
-    found = [leaf for leaf in leaves(kind) if leaf != BOT]
-    if not found:
-        return BOT
-    unknown = next((leaf for leaf in found if isinstance(leaf, U)), None)
-    if unknown is not None:
-        return unknown
-    if all(leaf == found[0] for leaf in found):
-        return found[0]
-    if all(leaf in (R, found[0]) for leaf in found) and found[0] in (M, SUM):
-        return U("a pytree mixing per-shard reductions with replicated values", line)
-    return U("a pytree mixing per-example and other values", line)
-
-
-def describe(kind: Kind) -> str:
-    return {
-        "R": "a replicated value", "S": "a per-example (batch-sharded) value", "M": "a per-shard mean",
-        "SUM": "a per-shard sum", "BOT": "nothing",
-    }.get(getattr(kind, "name", ""), "a value of unknown kind")
-
-
-# -- what jax functions do to rows -----------------------------------------------------------
-
-_ROWWISE = frozenset(
-    f"jax.numpy.{name}" for name in (
-        "exp", "log", "log1p", "expm1", "tanh", "sin", "cos", "abs", "square", "sqrt", "rsqrt", "sign",
-        "maximum", "minimum", "where", "clip", "equal", "not_equal", "greater", "greater_equal", "less",
-        "less_equal", "logical_and", "logical_or", "logical_not", "negative", "reciprocal", "power",
-        "multiply", "add", "subtract", "divide", "true_divide", "floor", "ceil", "round", "isnan",
-        "isfinite", "nan_to_num", "float32", "int32", "asarray", "array", "dot", "matmul",
-        "argmax", "argmin", "take_along_axis", "logaddexp", "ones_like", "zeros_like",
-    )
-) | frozenset(
-    f"jax.nn.{name}" for name in (
-        "relu", "gelu", "sigmoid", "silu", "swish", "softplus", "elu", "leaky_relu", "tanh", "softmax",
-        "log_softmax", "one_hot", "logsumexp", "log_sigmoid",
-    )
-) | frozenset({
-    "jax.scipy.special.logsumexp", "jax.lax.stop_gradient",
-    "optax.softmax_cross_entropy", "optax.softmax_cross_entropy_with_integer_labels",
-    "optax.sigmoid_binary_cross_entropy", "optax.l2_loss", "optax.squared_error", "optax.huber_loss",
-    "flax.training.common_utils.onehot",
-})
-# Functions that reduce over ``axis`` (all axes when it is absent), and what they make of rows.
-_REDUCTIONS = {"mean": M, "average": M, "sum": SUM}
-_OTHER_REDUCTIONS = frozenset({"max", "min", "prod", "std", "var", "median", "any", "all", "argmax", "argmin",
-                               "logsumexp", "count_nonzero", "nanmean", "nansum"})
-# Softmax-like functions whose axis defaults to the last one.
-_LAST_AXIS_DEFAULT = frozenset({"jax.nn.softmax", "jax.nn.log_softmax", "jax.nn.one_hot"})
-
-COLLECTIVES = frozenset(f"jax.lax.{name}" for name in (
-    "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "pswapaxes", "all_to_all",
-    "axis_index", "axis_size", "psum_scatter", "pbroadcast", "pcast", "pvary", "ragged_all_to_all",
-)) | frozenset({"flax.jax_utils.pmean"})
-
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
-GRADS = {"jax.grad": False, "jax.value_and_grad": True}
 
 
 @dataclass
@@ -421,7 +286,6 @@ class StepAnalyzer:
         if a == R and b == R:
             return R
         linear = isinstance(op, (ast.Add, ast.Sub))
-        scale = isinstance(op, (ast.Mult, ast.Div))
         if isinstance(op, ast.MatMult):
             if a == S and b == R:
                 return S
@@ -432,9 +296,10 @@ class StepAnalyzer:
             return M
         if a == SUM and b == SUM and linear:
             return SUM
-        if M in (a, b) and R in (a, b) and (linear or (isinstance(op, ast.Mult)) or (isinstance(op, ast.Div) and b == R)):
+        scaled = isinstance(op, ast.Mult) or isinstance(op, ast.Div) and b == R  # never R / mean
+        if M in (a, b) and R in (a, b) and (linear or scaled):
             return M
-        if SUM in (a, b) and R in (a, b) and (isinstance(op, ast.Mult) or (isinstance(op, ast.Div) and b == R)):
+        if SUM in (a, b) and R in (a, b) and scaled:
             return SUM
         return U(f"`{_op(op)}` of {describe(a)} and {describe(b)} is not the same per shard and globally",
                  node.lineno)
@@ -477,9 +342,7 @@ class StepAnalyzer:
             return atom
         if isinstance(index, ast.Constant) and isinstance(index.value, str):
             return atom  # a field of a batch pytree (batch["image"])
-        if atom == S and isinstance(index, ast.Tuple) and index.elts and (
-                isinstance(index.elts[0], ast.Slice) and index.elts[0].lower is None and index.elts[0].upper is None
-                and index.elts[0].step is None or isinstance(index.elts[0], ast.Constant) and index.elts[0].value is Ellipsis):
+        if atom == S and isinstance(index, ast.Tuple) and index.elts and _whole(index.elts[0]):
             return S  # x[:, k] / x[..., k]: columns of every row
         return U(f"indexing {describe(atom)} along its first axis", node.lineno)
 
@@ -613,7 +476,7 @@ class StepAnalyzer:
         if isinstance(arg, ast.Constant):
             return False
         return not (isinstance(arg, ast.Call) and self.names.qualified_name(arg.func) in {
-            f"jax.numpy.{r}" for r in (*_REDUCTIONS, *_OTHER_REDUCTIONS)})
+            f"jax.numpy.{r}" for r in (*REDUCTIONS, *OTHER_REDUCTIONS)})
 
     def _axis_argument(self, node: ast.Call) -> str | None:
         value = node.args[1] if len(node.args) > 1 else next(
@@ -633,9 +496,9 @@ class StepAnalyzer:
                     return value.value
         return None
 
-    def _axis(self, node: ast.Call, name: str = "axis", position: int = 1) -> tuple[bool, object]:
+    def _axis(self, node: ast.Call, name: str = "axis", position: int | None = 1) -> tuple[bool, object]:
         """(given, value) of a reduction's axis argument; value None for all axes."""
-        value = node.args[position] if len(node.args) > position else next(
+        value = node.args[position] if position is not None and len(node.args) > position else next(
             (k.value for k in node.keywords if k.arg == name), None)
         if value is None:
             return False, None
@@ -651,15 +514,15 @@ class StepAnalyzer:
             if kw.arg not in ("axis", "keepdims", "dtype", "num_classes", "where_"):
                 args.append(self.expr(kw.value, frame))
         first = flat(args[0], node.lineno) if args else R
-        if module == "jax.numpy" and short in _REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
-                and short in _OTHER_REDUCTIONS and qualified not in _LAST_AXIS_DEFAULT:
+        if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
+                and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
             return self._reduction(node, short, first, args[1:], axis_position=1)
-        if qualified in _ROWWISE:
+        if qualified in ROWWISE:
             if qualified in ("jax.numpy.dot", "jax.numpy.matmul"):
                 return self.binop(args[0], ast.MatMult(), args[1], node) if len(args) == 2 else U(
                     "a product of more than two values", node.lineno)
-            if qualified == "jax.numpy.take_along_axis" or qualified in _LAST_AXIS_DEFAULT:
-                given, axis = self._axis(node, position=2 if short == "take_along_axis" else 1)
+            if qualified in AXIS_ARGUMENT:
+                given, axis = self._axis(node, position=AXIS_ARGUMENT[qualified])
                 if given and not (isinstance(axis, int) and axis != 0):
                     return U(f"`{short}` along the batch axis", node.lineno)
             return self.elementwise(args, node)
@@ -681,8 +544,8 @@ class StepAnalyzer:
         if given and axis is not None and all(isinstance(a, int) and a != 0 for a in axes):
             return S  # over feature axes only: each row stays a row
         if not given or axis is None or 0 in axes:
-            if short in _REDUCTIONS and (not given or axis is None or axes == (0,)):
-                return _REDUCTIONS[short]
+            if short in REDUCTIONS and (not given or axis is None or axes == (0,)):
+                return REDUCTIONS[short]
         return U(f"`{short}` over the batch axis", node.lineno)
 
     def _method(self, node: ast.Call, frame: Frame) -> Kind:
@@ -691,7 +554,7 @@ class StepAnalyzer:
         base = flat(self.expr(func.value, frame), node.lineno)
         args = [self.expr(a, frame) for a in node.args]
         kwargs = [self.expr(k.value, frame) for k in node.keywords if k.arg not in ("axis", "keepdims", "dtype")]
-        if func.attr in _REDUCTIONS or func.attr in _OTHER_REDUCTIONS:
+        if func.attr in REDUCTIONS or func.attr in OTHER_REDUCTIONS:
             if base == S or base in (R, BOT):
                 return self._reduction(node, func.attr, base, [*args[1:], *kwargs], axis_position=0)
         if func.attr == "astype":
@@ -714,6 +577,13 @@ class StepAnalyzer:
         if all(flat(k) == R for k in kinds):
             return R
         return U("a call this analysis cannot follow receives per-device values", node.lineno)
+
+
+def _whole(index: ast.expr) -> bool:
+    """``:`` or ``...``: an index that keeps every row."""
+    if isinstance(index, ast.Slice):
+        return index.lower is None and index.upper is None and index.step is None
+    return isinstance(index, ast.Constant) and index.value is Ellipsis
 
 
 def _op(op: ast.operator) -> str:

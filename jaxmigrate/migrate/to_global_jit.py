@@ -51,9 +51,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
-from jaxmigrate.migrate._global_step import (
-    BOT, R, S, Blocked, CollectiveEdit, Seq, StepAnalyzer, describe, leaves,
-)
+from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
+from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.migrate._pmap_sites import Application, Planner
 from jaxmigrate.migrate._sharding_common import Namer, Plan, Unprovable, apply, parse_module
 from jaxmigrate.names import ImportBinding, OpaqueBinding
@@ -121,6 +120,7 @@ class _Builder:
         self.axis: str | None = None
         self.steps: dict[str, Step] = {}
         self.donate: dict[str, str | None] = {}
+        self.app_of: dict[str, Application] = {}
 
     # -- the pmap applications ---------------------------------------------------------------
 
@@ -181,7 +181,8 @@ class _Builder:
         else:
             call = app.node
             assign = self.module.parent_of(call)
-            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                    and isinstance(assign.targets[0], ast.Name)):
                 where = "called at once" if isinstance(assign, ast.Call) and assign.func is call else (
                     "passed to another call" if isinstance(assign, ast.Call) else
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
@@ -212,7 +213,8 @@ class _Builder:
             raise Blocked(app.line, "`out_axes=` other than 0")
         positional = [a.arg for a in func.args.args]
         if bound:
-            if func.args.vararg or func.args.kwarg or set(bound) - set(positional) - {a.arg for a in func.args.kwonlyargs}:
+            named = set(positional) | {a.arg for a in func.args.kwonlyargs}
+            if func.args.vararg or func.args.kwarg or set(bound) - named:
                 raise Blocked(app.line, "`partial(...)` binds arguments the step does not name")
             count = len([a for a in positional if a not in bound])
             if any(a in bound for a in positional[:count]):
@@ -223,7 +225,8 @@ class _Builder:
             given = _literal(values["in_axes"])
             if given == 0:
                 pass
-            elif isinstance(given, (tuple, list)) and len(given) == len(positional) and all(a in (0, None) for a in given):
+            elif isinstance(given, (tuple, list)) and len(given) == len(positional) \
+                    and all(a in (0, None) for a in given):
                 in_axes = tuple(given)
             else:
                 raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
@@ -231,8 +234,7 @@ class _Builder:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound))
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
-        self._app_of = getattr(self, "_app_of", {})
-        self._app_of[name] = app
+        self.app_of[name] = app
 
     def _partial_of(self, node: ast.expr, line: int):
         """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
@@ -248,7 +250,7 @@ class _Builder:
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
         for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node, ast.Assign) and any(_same_name(t, "__all__") for t in node.targets):
                 names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
                 for step in self.steps:
                     if step in names:
@@ -261,10 +263,6 @@ class _Builder:
                     if any(getattr(b, "node", getattr(b, "value", None)) is step.binding
                            for b in self.module.names.bindings(node)):
                         raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
-        for step in self.steps.values():
-            # In the call form, the mapped def itself must not carry the device axis anywhere else.
-            if step.binding is not step.func and len(self.steps) > 1:
-                pass
 
     def _check_outputs(self, step: Step) -> None:
         returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
@@ -285,7 +283,7 @@ class _Builder:
     def _rewrite_steps(self) -> None:
         jax = self.namer.jax()
         for name, step in self.steps.items():
-            app = self._app_of[name]
+            app = self.app_of[name]
             donate = self.donate[name]
             if app.kind == "decorator":
                 node = app.node
@@ -338,12 +336,13 @@ class _Builder:
         return text
 
     def _own_lines(self, statement: ast.stmt) -> bool:
-        lines = self.module.text.splitlines(keepends=True)
-        first = lines[statement.lineno - 1]
-        last = lines[statement.end_lineno - 1]
-        start = self.module.src.offset(statement.lineno, statement.col_offset) - self.module.src.line_starts[statement.lineno - 1]
-        end = self.module.src.offset(statement.end_lineno, statement.end_col_offset) - self.module.src.line_starts[statement.end_lineno - 1]
-        return not first[:start].strip() and last[end:].strip() in ("",) and not self.module.has_comment(statement)
+        """Alone on its lines (no ``;`` neighbour, no trailing comment): it can be deleted whole."""
+        text, starts = self.module.text, self.module.src.line_starts
+        start, end = self.module.span(statement)
+        line_end = text.find("\n", end)
+        after = text[end:] if line_end < 0 else text[end:line_end]
+        return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
+            and not self.module.has_comment(statement)
 
     def _delete_lines(self, statement: ast.stmt) -> None:
         starts = self.module.src.line_starts
@@ -394,8 +393,7 @@ class _Builder:
                     and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
                 self._delete_lines(statement)  # `x = x[0]` / `probs = probs.reshape(...)`: nothing left to do
                 return
-            self._replace(edit.node, self._atom(edit.inner, edit.node) if edit.action == "unshard" else
-                          _paren(inner, edit.inner) if isinstance(self.module.parent_of(edit.node), (ast.Attribute, ast.Subscript, ast.BinOp)) else inner)
+            self._replace(edit.node, self._atom(edit.inner, edit.node))
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
 
@@ -425,8 +423,9 @@ class _Builder:
         return current
 
 
-def _same_name(a: ast.expr, b: ast.expr) -> bool:
-    return isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id == b.id
+def _same_name(a: ast.expr, b: ast.expr | str) -> bool:
+    name = b if isinstance(b, str) else getattr(b, "id", None) if isinstance(b, ast.Name) else None
+    return isinstance(a, ast.Name) and a.id == name
 
 
 def _literal(node: ast.expr):
