@@ -33,7 +33,8 @@ CASES = sorted(p.name for p in RUNTIME.glob("global_*") if (p / "old.py").is_fil
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
 PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
-          "global_eval_predictions": None, "global_flax_train_state": "['params']"}
+          "global_eval_predictions": None, "global_flax_train_state": "['params']",
+          "global_dropout_keys": "['params']"}
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, Kind, Record, Seq, join
+from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
 from jaxmigrate.names import ValueBinding
 
 
@@ -38,20 +38,20 @@ class H:
 
 HOST, DREP, DSHARD, MIXED = H("HOST"), H("DREP"), H("DSHARD"), H("MIXED")
 EMPTY, DLIST = H("EMPTY"), H("DLIST")  # `[]`, and a list the step's replicated outputs are appended to
-DEVICE = (DREP, DSHARD)
-CARRIES_AXIS = (DREP, DSHARD, DLIST, MIXED)
+DKEYS = H("DKEYS")  # one RNG key per device
+DEVICE = (DREP, DSHARD, DKEYS)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED)
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
 SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
+SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
     "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
-    "flax.training.common_utils.shard_prng_key": "makes one RNG key per device: the global view takes one key, "
-    "and its random streams differ from pmap's",
     "flax.jax_utils.pad_shard_unpad": "wraps the step in pmap's convention; call the jitted step on the "
     "padded global batch instead",
 }
@@ -379,6 +379,11 @@ class DriverAnalyzer:
             elif kind == HOST:
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
                 return DREP if qualified in REPLICATE else DSHARD
+        if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
+                and self._is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
+            self._host(node.args[0], env)
+            self._edit(node, "key", node.args[0])
+            return DKEYS
         if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords:
             devices = node.args[1]
             if isinstance(devices, ast.Call) and self._qualified(devices.func) == "jax.local_devices" \
@@ -451,9 +456,6 @@ class DriverAnalyzer:
                 name = self._qualified(call.func)
                 if name in _HINTS:
                     return f"; `{self._short(call)}` (line {call.lineno}) {_HINTS[name]}"
-                if name == "jax.random.split" and len(call.args) == 2 and self._is_device_count(call.args[1]):
-                    return (f"; `{self._short(call)}` (line {call.lineno}) makes one RNG key per device: the "
-                            "global view takes one key, and its random streams differ from pmap's")
         return ""
 
     # -- patterns --------------------------------------------------------------------------
@@ -568,7 +570,7 @@ def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool
 def _to_kind(kind) -> Kind:
     if isinstance(kind, tuple):
         return Seq(tuple(_to_kind(k) for k in kind))
-    return {DREP: R, DSHARD: S}.get(kind, BOT)
+    return {DREP: R, DSHARD: S, DKEYS: KEY}.get(kind, BOT)
 
 
 def _from_kind(kind: Kind):

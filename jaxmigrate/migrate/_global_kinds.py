@@ -20,6 +20,8 @@ class Atom:
 
 
 R, S, M, SUM, BOT = Atom("R"), Atom("S"), Atom("M"), Atom("SUM"), Atom("BOT")
+# A per-device RNG key under pmap (``random.split(key, n)`` at the call site), one key in the global view.
+KEY = Atom("KEY")
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def flat(kind: Kind, line: int = 0) -> Kind:
 def describe(kind: Kind) -> str:
     return {
         "R": "a replicated value", "S": "a per-example (batch-sharded) value", "M": "a per-shard mean",
-        "SUM": "a per-shard sum", "BOT": "nothing",
+        "SUM": "a per-shard sum", "BOT": "nothing", "KEY": "a per-device RNG key",
     }.get(getattr(kind, "name", ""), "a value of unknown kind")
 
 
@@ -143,6 +145,11 @@ COLLECTIVES = frozenset(f"jax.lax.{name}" for name in (
     "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "pswapaxes", "all_to_all",
     "axis_index", "axis_size", "psum_scatter", "pbroadcast", "pcast", "pvary", "ragged_all_to_all",
 )) | frozenset({"flax.jax_utils.pmean"})
+
+# jax.random samplers: where their shape argument is (they draw per example when it is a batch's shape).
+SAMPLERS = {"normal": 1, "uniform": 1, "bernoulli": 2, "truncated_normal": 3, "randint": 1, "gumbel": 1,
+            "exponential": 1, "laplace": 1, "logistic": 1}
+KEY_OPS = frozenset({"jax.random.split", "jax.random.fold_in"})
 
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 GRADS = {"jax.grad": False, "jax.value_and_grad": True}

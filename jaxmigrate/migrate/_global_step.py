@@ -29,8 +29,8 @@ import ast
 from dataclasses import dataclass, field
 
 from jaxmigrate.migrate._global_kinds import (
-    AXIS_ARGUMENT, BOT, COLLECTIVES, GRADS, OTHER_REDUCTIONS, REDUCTIONS, ROWWISE, SUM, TREE_MAPS, Blocked, Fn,
-    Grad, Kind, M, R, Record, S, Seq, U, describe, flat, join,
+    AXIS_ARGUMENT, BOT, COLLECTIVES, GRADS, KEY, KEY_OPS, OTHER_REDUCTIONS, REDUCTIONS, ROWWISE, SAMPLERS, SUM,
+    TREE_MAPS, Blocked, Fn, Grad, Kind, M, R, Record, S, Seq, U, describe, flat, join,
 )
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -80,6 +80,7 @@ class StepAnalyzer:
         self.result = StepAnalysis()
         self._depth = 0
         self._memo: dict[tuple, Kind] = {}
+        self.keys_used = False
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -364,6 +365,10 @@ class StepAnalyzer:
             return self.grad_transform(node, GRADS[qualified], frame)
         if qualified in TREE_MAPS:
             return self.tree_map(node, frame)
+        if qualified is not None and qualified.startswith("jax.random.") and node.args:
+            first = flat(self.expr(node.args[0], frame), node.lineno)
+            if first == KEY:
+                return self.random(node, qualified, frame)
         if qualified == "builtins.zip" or (isinstance(node.func, ast.Name) and node.func.id == "zip"
                                            and not self.names.bindings(node.func)):
             node._zip = True  # type: ignore[attr-defined]
@@ -430,6 +435,30 @@ class StepAnalyzer:
             grads = Seq((grads,) * len(grad.argnums))
         head = Seq((value, aux)) if grad.has_aux else value
         return Seq((head, grads)) if grad.with_value else (Seq((grads, aux)) if grad.has_aux else grads)
+
+    def random(self, node: ast.Call, qualified: str, frame: Frame) -> Kind:
+        """pmap gave every device its own key; the global view has one. A draw shaped like the
+        batch (``x.shape`` of per-example ``x``, or an array of per-example probabilities) is per
+        example either way: the values differ (the finding says the streams change), their
+        meaning does not. A draw of a fixed shape was one per device, and is one in all now."""
+        rest = [self.expr(a, frame) for a in node.args[1:] if not _is_shape_of_rows(a, self, frame)]
+        rest += [self.expr(k.value, frame) for k in node.keywords if k.arg != "shape"]
+        if any(flat(k) not in (R, S) for k in rest):
+            return U(f"`{qualified}` with a per-device argument", node.lineno)
+        if qualified in KEY_OPS:
+            return KEY if all(flat(k) == R for k in rest) else U("a key folded with per-example data", node.lineno)
+        short = qualified.rsplit(".", 1)[1]
+        position = SAMPLERS.get(short)
+        if position is None:
+            return U(f"`{qualified}` with a per-device key", node.lineno)
+        shape = node.args[position] if len(node.args) > position else next(
+            (k.value for k in node.keywords if k.arg == "shape"), None)
+        self.keys_used = True
+        if shape is not None and _is_shape_of_rows(shape, self, frame):
+            return S
+        if shape is None and any(flat(k) == S for k in rest):
+            return S  # shaped like its per-example arguments
+        return U(f"`{short}` draws one value per device under pmap, one in all in the global view", node.lineno)
 
     def tree_map(self, node: ast.Call, frame: Frame) -> Kind:
         if not node.args or node.keywords:
@@ -577,6 +606,11 @@ class StepAnalyzer:
         if all(flat(k) == R for k in kinds):
             return R
         return U("a call this analysis cannot follow receives per-device values", node.lineno)
+
+
+def _is_shape_of_rows(node: ast.expr, analyzer: "StepAnalyzer", frame: Frame) -> bool:
+    """``x.shape`` of a per-example ``x``: the shape of the device's rows, of all rows globally."""
+    return isinstance(node, ast.Attribute) and node.attr == "shape" and flat(analyzer.expr(node.value, frame)) == S
 
 
 def _whole(index: ast.expr) -> bool:

@@ -40,6 +40,8 @@ module-level ``name = jax.pmap(f, ...)`` of a module function, with a literal ``
 None and ``out_axes`` 0; it is only called, in this module, by code the analysis follows; its
 outputs are replicated or per-example values; and no value with the device axis leaves what the
 analysis sees (returned, stored in an attribute, passed to another function, captured).
+Per-device RNG keys become the one key they were split from (the random streams change; the fix's
+message says so, from ``GlobalView.notes``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class GlobalView:
     plan: Plan | None = None
     line: int | None = None
     reason: str | None = None
+    notes: tuple[str, ...] = ()  # what changes besides the calling convention (random streams)
 
     @property
     def possible(self) -> bool:
@@ -89,7 +92,9 @@ def plan_global(text: str) -> GlobalView:
         view.reason = "no pmap in this module"
         return view
     try:
-        view.plan = _Builder(module, apps).build()
+        builder = _Builder(module, apps)
+        view.plan = builder.build()
+        view.notes = tuple(sorted(builder.notes))
     except Blocked as blocked:
         view.line, view.reason = blocked.line, blocked.message
     except Unprovable as error:
@@ -121,6 +126,7 @@ class _Builder:
         self.steps: dict[str, Step] = {}
         self.donate: dict[str, str | None] = {}
         self.app_of: dict[str, Application] = {}
+        self.notes: set[str] = set()
 
     # -- the pmap applications ---------------------------------------------------------------
 
@@ -382,6 +388,10 @@ class _Builder:
             else:
                 self._replace(edit.node, f"{jax}.make_array_from_process_local_data("
                                          f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
+            self._drop_import(edit.node.func)
+        elif edit.action == "key":  # one key per device -> the one key they were split from
+            self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
+            self._replace(edit.node, self._atom(edit.inner, edit.node))
             self._drop_import(edit.node.func)
         elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
             self._replace(edit.node, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), "

@@ -108,8 +108,9 @@ class LegacyPmap(LegacyNameRule):
                 codemod=CODEMOD,
             )
         if self._applications(node, ctx) and plan_global(ctx.text).possible:
+            notes = "".join(f"; {note}" for note in plan_global(ctx.text).notes)
             return Fix(Safety.UNSAFE, "move the module's pmapped steps and their call sites to the global view "
-                       "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)",
+                       "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)" + notes,
                        codemod=GLOBAL_CODEMOD, fallback=exact)
         return exact
 
