@@ -57,7 +57,7 @@ from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leave
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.migrate._pmap_sites import Application, Planner
 from jaxmigrate.migrate._sharding_common import Namer, Plan, Unprovable, apply, parse_module
-from jaxmigrate.names import ImportBinding, OpaqueBinding
+from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
 
@@ -170,7 +170,28 @@ class _Builder:
         for edit in drivers.edits.values():
             self._driver(edit, mesh)
         self._insert_mesh(mesh, [e.node for e in drivers.edits.values()])
+        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()])
         return self.plan
+
+    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]]) -> None:
+        """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
+        fix replaced, goes with them (a module-level one stays: other modules may import it)."""
+        loads: dict[int, list[ast.Name]] = {}
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                for binding in self.module.names.bindings(node):
+                    if isinstance(binding, ValueBinding):
+                        loads.setdefault(id(binding.value), []).append(node)
+        for node in ast.walk(self.module.tree):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call) and not node.value.args
+                    and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"):
+                continue
+            if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
+                continue
+            uses = loads.get(id(node.value), [])
+            if uses and all(any(start <= self.module.span(u)[0] < end for start, end in replaced) for u in uses):
+                self._delete_lines(node)
 
     def _step(self, app: Application) -> None:
         if app.reason is not None:
