@@ -87,18 +87,17 @@ class FindingsCache:
 
 
 def _plain(finding: Finding) -> list:
-    fix = None
-    if finding.fix is not None:
-        fix = [
-            finding.fix.safety.value,
-            finding.fix.message,
-            [[e.start, e.end, e.content] for e in finding.fix.edits],
-            finding.fix.codemod,
-        ]
     return [
         finding.code, finding.message, finding.path, finding.line, finding.column,
-        finding.end_line, finding.end_column, fix, finding.cell,
+        finding.end_line, finding.end_column, _plain_fix(finding.fix), finding.cell,
     ]
+
+
+def _plain_fix(fix: Fix | None) -> list | None:
+    if fix is None:
+        return None
+    return [fix.safety.value, fix.message, [[e.start, e.end, e.content] for e in fix.edits], fix.codemod,
+            _plain_fix(fix.fallback)]
 
 
 def _finding(item: list, path: str) -> Finding:
@@ -109,12 +108,15 @@ def _finding(item: list, path: str) -> Finding:
         raise ValueError("not a finding of this file")
     if not all(_positive(n) for n in (line, column, end_line, end_column)) or not (cell is None or _positive(cell)):
         raise ValueError("a position is not a positive integer")
-    return Finding(code, message, path, line, column, end_line, end_column, None if fix is None else _fix(fix), cell)
+    return Finding(code, message, path, line, column, end_line, end_column, _fix(fix), cell)
 
 
-def _fix(fix: list) -> Fix:
-    safety, message, edits, codemod = fix
-    if not isinstance(message, str) or not isinstance(edits, list):
+def _fix(fix: list | None) -> Fix | None:
+    """The fix an entry holds (with the fallback behind it), checked as ``_finding`` checks."""
+    if fix is None:
+        return None
+    safety, message, edits, codemod, *rest = fix
+    if not isinstance(message, str) or not isinstance(edits, list) or len(rest) > 1:
         raise ValueError("not a fix")
     # Only a name of this package: --fix imports a codemod by its name.
     if codemod is not None and not (isinstance(codemod, str) and codemod.startswith("jaxmigrate.")):
@@ -124,7 +126,7 @@ def _fix(fix: list) -> Fix:
         if not (_natural(start) and _natural(end) and start <= end and isinstance(content, str)):
             raise ValueError("not an edit")
         checked.append(Edit(start, end, content))
-    return Fix(Safety(safety), message, tuple(checked), codemod)
+    return Fix(Safety(safety), message, tuple(checked), codemod, _fix(rest[0] if rest else None))
 
 
 def _natural(value) -> bool:

@@ -279,7 +279,7 @@ def _unified_diff(before: str, after: str, display_path: str) -> str:
 
 def _has_applicable_fix(findings: list[Finding], job: Job) -> bool:
     allowed = {Safety.SAFE, Safety.UNSAFE} if job.unsafe_fixes else {Safety.SAFE}
-    return any(f.fix is not None and f.fix.safety in allowed for f in findings)
+    return any(f.fix is not None and f.fix.allowed(allowed) is not None for f in findings)
 
 
 def _display_path(path: Path, root: Path) -> str:

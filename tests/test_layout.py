@@ -16,7 +16,8 @@ def _rewrite(original: str, old: str, new: str) -> str:
 
 @pytest.mark.parametrize(
     ("longest", "limit"),
-    [pytest.param(60, 79, id="short file: 79"), pytest.param(80, 80, id="80 columns"),
+    [pytest.param(60, 88, id="too short to tell: 88"), pytest.param(76, 79, id="79"),
+     pytest.param(80, 80, id="80 columns"),
      pytest.param(85, 88, id="black's 88"), pytest.param(97, 100, id="100"),
      pytest.param(300, 120, id="never above 120")],
 )
@@ -76,3 +77,9 @@ def test_a_continuation_line_of_the_users_own_bracket_is_left_to_the_user():
     original = "y = jax.tree_map(f,\n                 tree,\n                 is_leaf=lambda x: isinstance(x, pjit.PartitionSpec))\n"
     out = _rewrite(original, "pjit.PartitionSpec", "jax.sharding.PartitionSpec")
     assert out == original.replace("pjit.PartitionSpec", "jax.sharding.PartitionSpec")
+
+
+def test_a_call_inside_a_comprehension_is_not_broken():
+    original = "grads = [f(dw) for dw in grads]\n" + "#" * 75 + "\n"
+    out = _rewrite(original, "f(dw)", "jax.tree.map(lambda x: x * jax.device_count(), dw)")
+    assert out.splitlines()[0] == "grads = [jax.tree.map(lambda x: x * jax.device_count(), dw) for dw in grads]"

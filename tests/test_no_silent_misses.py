@@ -11,7 +11,7 @@ import pytest
 from jaxmigrate import catalogue
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import _NOQA, _SKIP_FILE, fix_text
-from jaxmigrate.lint.context import SourceText
+from jaxmigrate.core.source import SourceText
 from jaxmigrate.names import LOCAL, NameResolver
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

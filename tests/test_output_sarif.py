@@ -36,7 +36,7 @@ def at(text: str, needle: str, nth: int = 0) -> int:
 
 def findings_for(source: str, path: str = "pkg/modèle.py") -> list[Finding]:
     """The findings a run over ``source`` would report, positions computed from the text."""
-    from jaxmigrate.lint.context import SourceText
+    from jaxmigrate.core.source import SourceText
 
     text = SourceText(source)
 

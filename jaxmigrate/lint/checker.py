@@ -9,7 +9,7 @@ import io
 import re
 import tokenize
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
@@ -225,8 +225,8 @@ def fix_text(
     findings = lint_text(text, path, rules, target_jax, from_jax)
     for _ in range(MAX_FIX_PASSES):
         fixable = [
-            f for f in findings
-            if f.fix is not None and f.fix.safety in allowed and _fix_key(f.fix) not in rejected
+            replace(f, fix=fix) for f in findings
+            if (fix := _allowed_fix(f.fix, allowed, rejected)) is not None
         ]
         if not fixable:
             break
@@ -244,6 +244,15 @@ def fix_text(
     return FixResult(text, findings, fixed, errors)
 
 
+def _allowed_fix(fix: Fix | None, allowed: set[Safety], rejected: set[tuple]) -> Fix | None:
+    """The first fix of the chain (the fix, its fallback, ...) that may be applied."""
+    while fix is not None and (fix := fix.allowed(allowed)) is not None:
+        if _fix_key(fix) not in rejected:
+            return fix
+        fix = fix.fallback
+    return None
+
+
 def _apply_edit_fixes(text, findings, source, path, rejected, errors) -> tuple[int, str]:
     applied, text_after = _apply_non_overlapping(text, [f.fix for f in findings], source.newline)
     if _parses(text_after):
@@ -259,7 +268,9 @@ def _apply_edit_fixes(text, findings, source, path, rejected, errors) -> tuple[i
 
 
 def _apply_codemod(text, findings, source, path, rejected, errors) -> tuple[int, str]:
-    name = findings[0].fix.codemod
+    # An unsafe codemod (the global view) goes first: it rewrites call sites that the safe ones
+    # would otherwise turn into pmap-era helpers it no longer recognises.
+    name = next((f for f in findings if f.fix.safety is Safety.UNSAFE), findings[0]).fix.codemod
     mine = [f for f in findings if f.fix.codemod == name]
     sites = frozenset((f.line, f.column) for f in mine)
     try:

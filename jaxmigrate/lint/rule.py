@@ -13,7 +13,7 @@ import enum
 import inspect
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterable
+from typing import TYPE_CHECKING, ClassVar, Collection, Iterable
 
 from jaxmigrate.core.edits import Edit
 
@@ -37,12 +37,17 @@ class Fix:
     (line, column) of every finding whose fix is being applied in this pass, so it rewrites those
     and nothing the user suppressed. Codemods let a fix add imports and module-level helpers, and
     they run only when fixing: detection never pays for a LibCST parse.
+
+    ``fallback`` is the fix to use instead when this one is not allowed (an unsafe fix without
+    ``--unsafe-fixes``) or was rejected: JM101 offers the global view (unsafe) with the exact
+    rewrite (safe) behind it. Reports (JSON, SARIF) show the fix itself, the first of the chain.
     """
 
     safety: Safety
     message: str
     edits: tuple[Edit, ...] = ()
     codemod: str | None = None
+    fallback: "Fix | None" = None
 
     def __post_init__(self) -> None:
         if bool(self.edits) == bool(self.codemod):
@@ -51,6 +56,13 @@ class Fix:
         for before, after in zip(spans, spans[1:]):
             if after.start < before.end:
                 raise ValueError(f"overlapping edits in one fix: {before} and {after}")
+
+    def allowed(self, safeties: Collection[Safety]) -> "Fix | None":
+        """The first fix of the chain (this one, its fallback, ...) of one of these safeties."""
+        fix: Fix | None = self
+        while fix is not None and fix.safety not in safeties:
+            fix = fix.fallback
+        return fix
 
 
 @dataclass(frozen=True)

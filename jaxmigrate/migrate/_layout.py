@@ -8,7 +8,8 @@ is broken the same way. Lines the edits did not lengthen are never touched, nor 
 a comprehension or a comment inside, nor a line that also closes a bracket opened above it.
 
 The width is the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
-file written to 80 columns gets 80-column rewrites.
+file written to 80 columns gets 80-column rewrites; 88 (black's and ruff's default) for a file
+whose lines are all too short to tell.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.source import SourceText
 
 _WIDTHS = (79, 80, 88, 100, 120)
+_NO_EVIDENCE = 72  # a file of shorter lines could be written to any of the widths
 _BRACKETS = {ast.Call: "()", ast.Tuple: "()", ast.List: "[]", ast.Dict: "{}", ast.Set: "{}"}
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def line_limit(text: str) -> int:
@@ -29,6 +32,8 @@ def line_limit(text: str) -> int:
     hundred (and at least one line) goes past. A stray long line does not widen it, and neither do
     the fix passes before this one (they see the file with earlier rewrites made)."""
     lengths = [len(line) for line in text.splitlines()]
+    if max(lengths, default=0) <= _NO_EVIDENCE:
+        return 88  # nothing says how wide the file may be: black's and ruff's default
     allowed = max(1, len(lengths) // 100)
     return next((w for w in _WIDTHS if sum(n > w for n in lengths) <= allowed), _WIDTHS[-1])
 
@@ -137,9 +142,15 @@ def _outermost_bracket(tree: ast.AST, source: SourceText, line: int) -> ast.expr
     """The bracket on ``line`` holding the most text (opened and closed there, with elements):
     in ``jax.jit(f, in_shardings=...)(x)`` the arguments of ``jit``, not the ``(x)``."""
     best, best_len = None, 0
+    inside_comprehension = {
+        id(inner) for comp in ast.walk(tree) if isinstance(comp, _COMPREHENSIONS) and comp.lineno <= line <= comp.end_lineno
+        for inner in ast.walk(comp) if inner is not comp
+    }
     for node in ast.walk(tree):
         if type(node) not in _BRACKETS or node.lineno != line or node.end_lineno != line:
             continue
+        if id(node) in inside_comprehension:
+            continue  # `[f(\n    a,\n) for a in b]` is no one's layout
         if not _elements(node):
             continue
         opener = _opener(source, node)

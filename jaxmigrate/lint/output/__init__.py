@@ -27,12 +27,12 @@ class Report:
     @property
     def fixable(self) -> int:
         allowed = {Safety.SAFE, Safety.UNSAFE} if self.unsafe_fixes else {Safety.SAFE}
-        return sum(1 for f in self.findings if f.fix is not None and f.fix.safety in allowed)
+        return sum(1 for f in self.findings if f.fix is not None and f.fix.allowed(allowed) is not None)
 
     @property
     def fixable_unsafe(self) -> int:
         """Fixes that only --unsafe-fixes would apply."""
-        return sum(1 for f in self.findings if f.fix is not None and f.fix.safety is Safety.UNSAFE)
+        return sum(1 for f in self.findings if f.fix is not None and f.fix.allowed({Safety.SAFE}) is None)
 
 
 def get_renderer(name: str) -> Callable[[Report, TextIO], None]:

@@ -14,7 +14,7 @@ def fix_applies(finding: Finding, report: Report) -> bool:
     """Would ``--fix`` (with this run's ``--unsafe-fixes`` setting) apply this finding's fix?"""
     if finding.fix is None:
         return False
-    return finding.fix.safety is Safety.SAFE or report.unsafe_fixes
+    return finding.fix.allowed({Safety.SAFE}) is not None or report.unsafe_fixes
 
 
 def summary_line(report: Report) -> str:

@@ -103,6 +103,7 @@ def _fix_hint(finding: Finding, report: Report) -> Text:
     fix = finding.fix
     assert fix is not None
     if fix_applies(finding, report):
+        fix = fix if report.unsafe_fixes else fix.allowed({Safety.SAFE})
         return Text.assemble(
             "  ", ("[*]", "bold green"), f" fix available ({fix.safety.value}): {fix.message}"
         )

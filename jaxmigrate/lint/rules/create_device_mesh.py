@@ -64,11 +64,7 @@ class CreateDeviceMesh(SiteFixes, LegacyNameRule):
             expected="""
             import jax
 
-            mesh = jax.make_mesh(
-                (4, 2),
-                ('x', 'y'),
-                axis_types=(jax.sharding.AxisType.Auto,) * 2,
-            )
+            mesh = jax.make_mesh((4, 2), ('x', 'y'), axis_types=(jax.sharding.AxisType.Auto,) * 2)
             """,
         ),
         Invalid("from jax.experimental import mesh_utils\nd = mesh_utils.create_device_mesh((4, 2))\n"),

@@ -6,8 +6,10 @@ from jaxmigrate.lint.legacy import LegacyNameRule, describe
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 # The planner is ast-only: deciding what is provable costs no LibCST parse on the check path.
 from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate.to_global_jit import plan_global
 
 CODEMOD = "jaxmigrate.migrate.pmap_to_shard_map:fix_mentions"
+GLOBAL_CODEMOD = "jaxmigrate.migrate.to_global_jit:fix"
 
 
 class LegacyPmap(LegacyNameRule):
@@ -63,6 +65,15 @@ class LegacyPmap(LegacyNameRule):
     `out_axes` with a `None`, options computed at run time, calls of the mapped function with
     keyword arguments (`jax.shard_map` takes positional ones only), pmap passed around as a value.
 
+    With `--unsafe-fixes`, a module whose pmaps and driving code can be proven to mean the same
+    over global arrays moves to the global view instead (`jaxmigrate/migrate/to_global_jit.py`):
+    each pmap becomes `jax.jit`, `pmean` of per-shard means and `psum` of per-shard sums go (a
+    `psum` of means keeps its factor of the device count), replicate / shard / `x[0]` at the call
+    sites become `jax.device_put` / `jax.make_array_from_process_local_data` on a module-level
+    mesh / nothing. Unsafe: the calling convention changes (no device axis), float reductions
+    regroup, and callers in other modules are not seen. Where it cannot be proven, the finding
+    names the line that blocks it and the exact rewrite above is the fix.
+
     ## References
     - [Migrating from `jax.pmap`](https://docs.jax.dev/en/latest/migrate_pmap.html)
     """
@@ -102,21 +113,32 @@ class LegacyPmap(LegacyNameRule):
         self._planner: Planner | None = None
 
     def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
+        exact = None
         if any(app.reason is None for app in self._applications(node, ctx)):
-            return Fix(
+            exact = Fix(
                 Safety.UNSAFE,
                 "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a module-level mesh",
                 codemod=CODEMOD,
             )
-        return None
+        if self._applications(node, ctx) and plan_global(ctx.text).possible:
+            notes = "".join(f"; {note}" for note in plan_global(ctx.text).notes)
+            return Fix(Safety.UNSAFE, "move the module's pmapped steps and their call sites to the global view "
+                       "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)" + notes,
+                       codemod=GLOBAL_CODEMOD, fallback=exact)
+        return exact
 
     def report(self, node, symbol, shown, ctx, ambiguous=False) -> None:
         message = describe(symbol, shown, ctx, ambiguous)
-        kept = sorted({app.reason for app in self._applications(node, ctx) if app.reason})
+        apps = self._applications(node, ctx)
+        kept = sorted({app.reason for app in apps if app.reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
+        view = plan_global(ctx.text) if apps else None
+        if view is not None and not view.possible:
+            message += f"; global view not possible: {view.blocker}"
         fix = self.fix_for(symbol, node, ctx)
-        if fix is not None and self._planner.multi_process:
+        if fix is not None and fix.codemod == CODEMOD and self._planner.multi_process:
+            # The global view makes host-local batches global itself; the exact rewrite does not.
             message += (
                 f"; this module runs as several processes ({self._planner.multi_process}), and the fix is "
                 "right in one process only: pmap takes and returns each process's own slices (it makes "

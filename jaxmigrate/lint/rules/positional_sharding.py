@@ -70,10 +70,7 @@ class PositionalSharding(SiteFixes, LegacyNameRule):
             import numpy as np
             from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-            s = NamedSharding(
-                Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y")),
-                P("x", None),
-            )
+            s = NamedSharding(Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y")), P("x", None))
             """,
         ),
         Invalid("from jax.sharding import PositionalSharding\ns = PositionalSharding(devs)\n"),

@@ -1,0 +1,592 @@
+"""The code that drives a pmapped step: where values get and lose pmap's leading device axis.
+
+Every function of the module that calls a step (and the module's top level) is read statement by
+statement, tracking which names hold values with the device axis:
+
+``DREP``    replicated onto every device (``jax.device_put_replicated(x, jax.local_devices())``,
+            ``flax.jax_utils.replicate(x)``, a tree map of ``broadcast_to((n,) + x.shape)``, and
+            the step's replicated outputs);
+``DSHARD``  a host batch split into one slice per device (``x.reshape((n, -1) + x.shape[1:])``
+            with n the local device count, ``flax.training.common_utils.shard(x)``, and the step's
+            per-example outputs).
+
+Each such value must be made, passed and read in ways the global view has a counterpart for:
+made by one of the calls above (which become ``jax.device_put(x, NamedSharding(mesh, P()))`` and
+``jax.make_array_from_process_local_data(NamedSharding(mesh, P(axis)), x)``), passed to a step,
+and read back with ``x[0]``, ``jax.tree.map(lambda x: x[0], x)``, ``flax.jax_utils.unreplicate(x)``
+or ``jax.device_get(x)[0]`` (the index goes), or for a per-example output reshaped back with
+``x.reshape((-1,) + x.shape[2:])`` (the reshape goes). Anything else (returned, stored in an
+attribute, passed to another function, used in arithmetic) blocks the global view, with the line.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
+from jaxmigrate.names import ValueBinding
+
+
+@dataclass(frozen=True)
+class H:
+    name: str  # HOST | DREP | DSHARD | MIXED
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+HOST, DREP, DSHARD, MIXED = H("HOST"), H("DREP"), H("DSHARD"), H("MIXED")
+EMPTY, DLIST = H("EMPTY"), H("DLIST")  # `[]`, and a list the step's replicated outputs are appended to
+DKEYS = H("DKEYS")  # one RNG key per device
+DEVICE = (DREP, DSHARD, DKEYS)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED)
+
+REPLICATE = frozenset({"flax.jax_utils.replicate"})
+DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
+SHARD = frozenset({"flax.training.common_utils.shard"})
+UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
+GET_METRICS = "flax.training.common_utils.get_metrics"
+SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
+LOCAL_DEVICE_COUNT = "jax.local_device_count"
+_HINTS = {
+    "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
+    "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
+    "flax.jax_utils.pad_shard_unpad": "wraps the step in pmap's convention; call the jitted step on the "
+    "padded global batch instead",
+}
+TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+
+
+@dataclass
+class Step:
+    """A pmapped function as its callers see it."""
+
+    name: str  # the module-level name callers call
+    binding: ast.AST  # the def (decorator form) or the assigned pmap call (call form)
+    func: ast.FunctionDef
+    in_axes: tuple  # per position: 0 or None
+    outputs: Kind = BOT
+    params: list[Kind] = field(default_factory=list)
+    bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
+
+
+@dataclass
+class DriverEdit:
+    node: ast.AST
+    action: str  # replicate | shard | index | unshard
+    inner: ast.expr  # the expression that is kept
+
+
+def _hjoin(a, b):
+    if a == BOT:
+        return b
+    if b == BOT or a == b:
+        return a
+    if {a, b} in ({EMPTY, DLIST}, {EMPTY, HOST}):
+        return b if a == EMPTY else a
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(_hjoin(x, y) for x, y in zip(a, b))
+    return MIXED
+
+
+def _hleaves(kind) -> list:
+    if isinstance(kind, tuple):
+        return [leaf for item in kind for leaf in _hleaves(item)]
+    return [kind]
+
+
+class DriverAnalyzer:
+    """Reads every scope that calls a step; collects argument kinds and the call-site edits."""
+
+    def __init__(self, module, steps: dict[str, Step]) -> None:
+        self.module = module
+        self.names = module.names
+        self.steps = steps
+        self.edits: dict[int, DriverEdit] = {}
+        self.step_calls: list[ast.Call] = []
+        self._step_bindings = {id(step.binding): step for step in steps.values()}
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def analyse(self) -> None:
+        for step in self.steps.values():
+            step.params = [BOT] * (len(step.func.args.args) - len([
+                a for a in step.func.args.args if a.arg in step.bound]))
+        self.edits.clear()
+        self.step_calls.clear()
+        self.called: set[str] = set()
+        scopes = self._driving_scopes()
+        for scope in scopes:
+            self._device_names: set[str] = set()
+            self._block(scope.body, {})
+            self._no_escape(scope, self._device_names)
+
+    def _no_escape(self, scope, device_names: set[str]) -> None:
+        """A name that ever holds a device-axis value here must not be read from another scope (a
+        nested function, another function reading a global): those reads are not followed."""
+        if not device_names:
+            return
+        for node in ast.walk(self.module.tree):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device_names):
+                continue
+            if self._scope_of(node) is scope and not self._in_lambda(node, scope):
+                continue
+            if any(self._scope_of(_binding_node(b)) is scope for b in self.names.bindings(node)
+                   if _binding_node(b) is not None):
+                raise Blocked(node.lineno, f"`{node.id}` (with pmap's device axis) is read in another function "
+                              "or a lambda, which this fix does not follow")
+
+    def _driving_scopes(self) -> list:
+        scopes: list = []
+        seen: set[int] = set()
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and self._step_of(node):
+                scope = self._scope_of(node)
+                if isinstance(scope, ast.Lambda):
+                    raise Blocked(node.lineno, f"`{node.id}` is called inside a lambda, which this fix does not follow")
+                if id(scope) not in seen:
+                    seen.add(id(scope))
+                    scopes.append(scope)
+        return scopes
+
+    def _in_lambda(self, node: ast.AST, scope) -> bool:
+        parent = self.module.parent_of(node)
+        while parent is not None and parent is not scope:
+            if isinstance(parent, ast.Lambda):
+                return True
+            parent = self.module.parent_of(parent)
+        return False
+
+    def _scope_of(self, node: ast.AST):
+        parent = self.module.parent_of(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                             ast.Module, ast.ClassDef)):
+            parent = self.module.parent_of(parent)
+        if isinstance(parent, ast.ClassDef):
+            raise Blocked(node.lineno, "a step used in a class body is not followed")
+        return parent
+
+    def _step_of(self, node: ast.Name) -> Step | None:
+        for binding in self.names.bindings(node):
+            key = id(binding.node) if hasattr(binding, "node") else id(binding.value)
+            step = self._step_bindings.get(key)
+            if step is not None:
+                return step
+        return None
+
+    # -- statements ------------------------------------------------------------------------
+
+    def _block(self, body: list[ast.stmt], env: dict) -> dict:
+        for stmt in body:
+            env = self._stmt(stmt, env)
+        return env
+
+    def _stmt(self, node: ast.stmt, env: dict) -> dict:
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            raise Blocked(node.lineno, "a `global` / `nonlocal` declaration in code that drives the step")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
+                             ast.Pass, ast.Break, ast.Continue)):
+            self._no_device_names(node, env)
+            return env
+        if isinstance(node, ast.Assign):
+            kind = self.expr(node.value, env)
+            for target in node.targets:
+                self._bind(target, kind, env)
+            return env
+        if isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self._bind(node.target, self.expr(node.value, env), env)
+            return env
+        if isinstance(node, ast.AugAssign):
+            kind = self.expr(node.value, env)
+            if isinstance(node.target, ast.Name):
+                target = env.get(node.target.id, HOST)
+            else:
+                target = self.expr(node.target, env)
+            if kind in CARRIES_AXIS or target in CARRIES_AXIS:
+                raise Blocked(node.lineno, "augmented assignment of a value with pmap's device axis")
+            return env
+        if isinstance(node, (ast.Expr, ast.Assert, ast.Raise, ast.Delete)):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self._host(child, env)
+            return env
+        if isinstance(node, ast.Return):
+            if node.value is not None:
+                kind = self.expr(node.value, env)
+                if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                    raise Blocked(node.lineno, "a value with pmap's device axis is returned; its callers are not "
+                                  "followed")
+            return env
+        if isinstance(node, (ast.For, ast.While)):
+            if isinstance(node, ast.For):
+                self._host(node.iter, env)
+            else:
+                self._host(node.test, env)
+            entry = dict(env)
+            for _ in range(2):
+                if isinstance(node, ast.For):
+                    self._bind(node.target, HOST, env)
+                after = self._block(node.body, dict(env))
+                env = self._merge(entry, after)
+                entry = env
+            return self._block(node.orelse, env)
+        if isinstance(node, ast.If):
+            self._host(node.test, env)
+            return self._merge(self._block(node.body, dict(env)), self._block(node.orelse, dict(env)))
+        if isinstance(node, ast.With):
+            for item in node.items:
+                self._host(item.context_expr, env)
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, HOST, env)
+            return self._block(node.body, env)
+        if isinstance(node, ast.Try):
+            env = self._block(node.body, env)
+            for handler in node.handlers:
+                env = self._merge(env, self._block(handler.body, dict(env)))
+            return self._block(node.orelse + node.finalbody, env)
+        raise Blocked(node.lineno, f"a `{type(node).__name__}` statement in code that drives the step")
+
+    def _merge(self, a: dict, b: dict) -> dict:
+        return {name: _hjoin(a.get(name, BOT), b.get(name, BOT)) for name in set(a) | set(b)}
+
+    def _no_device_names(self, node: ast.AST, env: dict) -> None:
+        """A nested def or class must not capture a device value (its uses are not followed)."""
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and env.get(sub.id) in CARRIES_AXIS and sub is not node:
+                raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside a nested "
+                              "function, which this fix does not follow")
+
+    def _bind(self, target: ast.expr, kind, env: dict) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = kind
+            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                self._device_names.add(target.id)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(kind, tuple) and len(kind) == len(target.elts):
+                for element, item in zip(target.elts, kind):
+                    self._bind(element, item, env)
+                return
+            if kind in CARRIES_AXIS or isinstance(kind, tuple):
+                raise Blocked(target.lineno, "a value with pmap's device axis is unpacked in a way this fix does "
+                              "not follow")
+            for element in target.elts:
+                self._bind(element.value if isinstance(element, ast.Starred) else element,
+                           BOT if kind == BOT else HOST, env)
+            return
+        # An attribute or item: the value escapes where this fix cannot follow it.
+        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+            raise Blocked(target.lineno, "a value with pmap's device axis is stored in an attribute or container, "
+                          "which this fix does not follow")
+        self._host(target, env)
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def _host(self, node: ast.expr, env: dict) -> None:
+        kind = self.expr(node, env)
+        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+            raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis here, where the global "
+                          "view has no counterpart")
+
+    def _short(self, node: ast.AST) -> str:
+        text = self.module.segment(node).replace("\n", " ")
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def expr(self, node: ast.expr, env: dict):
+        if isinstance(node, ast.Name):
+            kind = env.get(node.id)
+            if kind is None:
+                if self._step_of(node) is not None:
+                    raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                return HOST
+            return HOST if kind == EMPTY else kind
+        if isinstance(node, ast.Call):
+            return self._call(node, env)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node, env)
+        if isinstance(node, ast.List) and not node.elts:
+            return EMPTY
+        if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            return tuple(self.expr(e, env) for e in node.elts)
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            self._no_device_names(node, env)
+            return HOST
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self._host(child, env)
+            elif isinstance(child, ast.keyword):
+                self._host(child.value, env)
+        return HOST
+
+    def _subscript(self, node: ast.Subscript, env: dict):
+        inner = node.value
+        if _is_zero(node.slice):
+            # jax.device_get(x)[0] reads device 0's copy just as x[0] does.
+            if isinstance(inner, ast.Call) and self._qualified(inner.func) == "jax.device_get" and len(inner.args) == 1:
+                kind = self.expr(inner.args[0], env)
+                if kind == DREP:
+                    self._edit(node, "index", inner)
+                    return HOST
+            kind = self.expr(inner, env)
+            if kind == DREP:
+                self._edit(node, "index", inner)
+                return HOST
+            if isinstance(kind, tuple):
+                return kind[0]
+        self._host(node.slice, env)
+        kind = self.expr(inner, env)
+        if isinstance(kind, tuple) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+            try:
+                return kind[node.slice.value]
+            except IndexError:
+                pass
+        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+            raise Blocked(node.lineno, f"`{self._short(node)}` indexes a value with pmap's device axis")
+        return HOST
+
+    def _qualified(self, node: ast.expr) -> str | None:
+        return self.names.qualified_name(node)
+
+    def _call(self, node: ast.Call, env: dict):
+        func = node.func
+        if isinstance(func, ast.Name):
+            step = self._step_of(func)
+            if step is not None:
+                return self._step_call(step, node, env)
+        qualified = self._qualified(func)
+        arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
+                and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
+            kind = self.expr(arg, env)
+            if kind == DREP:
+                env[func.value.id] = DLIST  # flax's train_metrics.append(metrics)
+                self._device_names.add(func.value.id)
+                return HOST
+            if env.get(func.value.id) == EMPTY and kind in (HOST, EMPTY):
+                env[func.value.id] = HOST
+                return HOST
+        if arg is not None and qualified == GET_METRICS and self.expr(arg, env) == DLIST:
+            self._edit(node, "metrics", arg)
+            return HOST
+        if arg is not None and qualified in REPLICATE | SHARD | UNREPLICATE:
+            kind = self.expr(arg, env)
+            if qualified in UNREPLICATE:
+                if kind == DREP:
+                    self._edit(node, "index", arg)
+                    return HOST
+            elif kind == HOST:
+                self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
+                return DREP if qualified in REPLICATE else DSHARD
+        if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
+                and self._is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
+            self._host(node.args[0], env)
+            self._edit(node, "key", node.args[0])
+            return DKEYS
+        if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords:
+            devices = node.args[1]
+            if isinstance(devices, ast.Call) and self._qualified(devices.func) == "jax.local_devices" \
+                    and not devices.args and not devices.keywords:
+                self._host(node.args[0], env)
+                self._edit(node, "replicate", node.args[0])
+                return DREP
+        if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords \
+                and isinstance(node.args[0], ast.Lambda):
+            action = self._tree_map_action(node.args[0])
+            kind = self.expr(node.args[1], env)
+            host = all(leaf == HOST for leaf in _hleaves(kind))
+            if action == "index" and kind == DREP or action in ("replicate", "shard") and host:
+                self._edit(node, action, node.args[1])
+                return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
+        if isinstance(func, ast.Attribute) and func.attr == "reshape":
+            base = self.expr(func.value, env)
+            if base == HOST and self._is_shard_reshape(func.value, node.args):
+                self._edit(node, "shard", func.value)
+                return DSHARD
+            if base == DSHARD and self._is_unshard_reshape(func.value, node.args):
+                self._edit(node, "unshard", func.value)
+                return HOST
+        return self._generic(node, env)
+
+    def _generic(self, node: ast.Call, env: dict):
+        for child in [node.func, *node.args, *(k.value for k in node.keywords)]:
+            self._host(child.value if isinstance(child, ast.Starred) else child, env)
+        return HOST
+
+    def _step_call(self, step: Step, node: ast.Call, env: dict):
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise Blocked(node.lineno, f"`{step.name}` is called with keyword or starred arguments")
+        if len(node.args) != len(step.params):
+            raise Blocked(node.lineno, f"`{step.name}` is called with {len(node.args)} arguments")
+        self.step_calls.append(node)
+        self.called.add(step.name)
+        for i, arg in enumerate(node.args):
+            kind = self.expr(arg, env)
+            mapped = step.in_axes[i] if i < len(step.in_axes) else 0
+            if mapped is None:
+                if any(leaf != HOST for leaf in _hleaves(kind)):
+                    raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` is not mapped (in_axes None) "
+                                  "but has pmap's device axis")
+                step.params[i] = _join_kind(step.params[i], R)
+                continue
+            leaves = [leaf for leaf in _hleaves(kind) if leaf != BOT]
+            if not leaves:
+                continue  # made by the step itself, whose outputs are not known yet
+            if any(leaf not in DEVICE for leaf in leaves):
+                raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not made by a "
+                              "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
+                              + self._hint(arg))
+            step.params[i] = _join_kind(step.params[i], _to_kind(kind))
+        return _from_kind(step.outputs)
+
+    def _hint(self, arg: ast.expr) -> str:
+        """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead."""
+        producers: list[ast.AST] = [arg]
+        if isinstance(arg, ast.Name):
+            scope = self._scope_of(arg)
+            producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                          and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
+            producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
+                          and any(isinstance(t, ast.Name) and t.id == arg.id for t in ast.walk(n.target))]
+        for producer in producers:
+            for call in ast.walk(producer):
+                if not isinstance(call, ast.Call):
+                    continue
+                name = self._qualified(call.func)
+                if name in _HINTS:
+                    return f"; `{self._short(call)}` (line {call.lineno}) {_HINTS[name]}"
+        return ""
+
+    # -- patterns --------------------------------------------------------------------------
+
+    def _edit(self, node: ast.AST, action: str, inner: ast.expr) -> None:
+        self.edits[id(node)] = DriverEdit(node, action, inner)
+
+    def _tree_map_action(self, fn: ast.Lambda) -> str | None:
+        if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
+            return None
+        x = fn.args.args[0].arg
+        body = fn.body
+        if isinstance(body, ast.Subscript) and _is_name(body.value, x) and _is_zero(body.slice):
+            return "index"
+        if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
+                and _is_name(body.func.value, x) and self._is_shard_reshape(body.func.value, body.args):
+            return "shard"
+        broadcast = ("jax.numpy.broadcast_to", "numpy.broadcast_to")
+        if isinstance(body, ast.Call) and self._qualified(body.func) in broadcast and len(body.args) == 2 \
+                and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
+            return "replicate"
+        return None
+
+    def _is_shard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
+        """``(n, -1) + x.shape[1:]`` / ``(n, -1, *x.shape[1:])`` / ``n, -1, *x.shape[1:]``, n the local
+        device count."""
+        if len(args) == 1:
+            shape = args[0]
+        elif len(args) >= 2:
+            shape = ast.Tuple(elts=list(args), ctx=ast.Load())
+        else:
+            return False
+        return self._is_leading_count(shape, base, -1)
+
+    def _is_leading_count(self, shape: ast.expr, base, second: int) -> bool:
+        """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
+        ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
+        name = base if isinstance(base, str) else None
+        head: list[ast.expr]
+        tail: ast.expr | None
+        if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
+            head, tail = list(shape.left.elts), shape.right
+        elif isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
+            head, tail = list(shape.elts[:-1]), shape.elts[-1].value
+        else:
+            return False
+        expected = 1 if second == 0 else 2
+        if len(head) != expected or not self._is_device_count(head[0]):
+            return False
+        if second != 0 and not (_int(head[1]) == -1):
+            return False
+        if second == 0:
+            return _is_shape_of(tail, name, None)
+        return _is_shape_of(tail, name or self.module.segment(base), 1, self.module)
+
+    def _is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
+        """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
+        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
+        if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
+            head, tail = list(shape.left.elts), shape.right
+        elif isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
+            head, tail = list(shape.elts[:-1]), shape.elts[-1].value
+        else:
+            return False
+        return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
+
+    def _is_device_count(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Call):
+            return self._qualified(node.func) == LOCAL_DEVICE_COUNT and not node.args and not node.keywords
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._is_device_count(
+                bindings[0].value)
+        return False
+
+
+def _binding_node(binding) -> ast.AST | None:
+    return getattr(binding, "value", None) or getattr(binding, "node", None)
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
+def _int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if type(node.operand.value) is int else None
+    return None
+
+
+def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool:
+    """``<base>.shape[start:]`` (or ``<base>.shape`` when start is None)."""
+    if start is not None:
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
+                and _int(node.slice.lower) == start and node.slice.upper is None and node.slice.step is None):
+            return False
+        node = node.value
+    if not (isinstance(node, ast.Attribute) and node.attr == "shape"):
+        return False
+    value = node.value
+    if isinstance(value, ast.Name) and base is not None and value.id == base:
+        return True
+    return module is not None and base is not None and module.segment(value) == base
+
+
+def _to_kind(kind) -> Kind:
+    if isinstance(kind, tuple):
+        return Seq(tuple(_to_kind(k) for k in kind))
+    return {DREP: R, DSHARD: S, DKEYS: KEY}.get(kind, BOT)
+
+
+def _from_kind(kind: Kind):
+    if isinstance(kind, Seq):
+        return tuple(_from_kind(k) for k in kind.items)
+    if isinstance(kind, Record):
+        parts = {_from_kind(k) for _, k in kind.items}
+        return parts.pop() if len(parts) == 1 and not isinstance(next(iter(parts)), tuple) else MIXED
+    if kind == R:
+        return DREP
+    if kind == S:
+        return DSHARD
+    if kind == BOT:
+        return BOT
+    return MIXED
+
+
+def _join_kind(a: Kind, b: Kind) -> Kind:
+    return join(a, b)

@@ -1,0 +1,155 @@
+"""The kinds of values a pmapped step computes, device by device, and what jax functions do to them.
+
+See ``_global_step`` for what the kinds mean and how the step is read.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+
+# -- kinds -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Atom:
+    name: str  # R | S | M | SUM | BOT
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+R, S, M, SUM, BOT = Atom("R"), Atom("S"), Atom("M"), Atom("SUM"), Atom("BOT")
+# A per-device RNG key under pmap (``random.split(key, n)`` at the call site), one key in the global view.
+KEY = Atom("KEY")
+
+
+@dataclass(frozen=True)
+class U:
+    """Not provably any of the kinds above; ``why`` says what made it so (for the finding)."""
+
+    why: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Record:
+    items: tuple  # ((key, kind), ...)
+
+
+@dataclass(frozen=True, eq=False)
+class Fn:
+    node: ast.AST  # FunctionDef or Lambda
+    frame: object  # the _global_step.Frame it closes over, or None
+
+
+@dataclass(frozen=True, eq=False)
+class Grad:
+    fn: Fn
+    with_value: bool
+    has_aux: bool
+    argnums: tuple[int, ...]
+
+
+Kind = Atom | U | Seq | Record | Fn | Grad
+
+
+class Blocked(Exception):
+    """The global view cannot be proven; ``line`` is where, the message says why."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def join(a: Kind, b: Kind) -> Kind:
+    if a == BOT:
+        return b
+    if b == BOT or a == b:
+        return a
+    if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
+        return Seq(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    if isinstance(a, U):
+        return a
+    if isinstance(b, U):
+        return b
+    return U("it holds different kinds of values on different paths", 0)
+
+
+def leaves(kind: Kind) -> list[Kind]:
+    if isinstance(kind, Seq):
+        return [leaf for item in kind.items for leaf in leaves(item)]
+    if isinstance(kind, Record):
+        return [leaf for _, item in kind.items for leaf in leaves(item)]
+    return [kind]
+
+
+def flat(kind: Kind, line: int = 0) -> Kind:
+    """One atom for a whole pytree (its leaves' common kind), else U."""
+    found = [leaf for leaf in leaves(kind) if leaf != BOT]
+    if not found:
+        return BOT
+    unknown = next((leaf for leaf in found if isinstance(leaf, U)), None)
+    if unknown is not None:
+        return unknown
+    if all(leaf == found[0] for leaf in found):
+        return found[0]
+    if all(leaf in (R, found[0]) for leaf in found) and found[0] in (M, SUM):
+        return U("a pytree mixing per-shard reductions with replicated values", line)
+    return U("a pytree mixing per-example and other values", line)
+
+
+def describe(kind: Kind) -> str:
+    return {
+        "R": "a replicated value", "S": "a per-example (batch-sharded) value", "M": "a per-shard mean",
+        "SUM": "a per-shard sum", "BOT": "nothing", "KEY": "a per-device RNG key",
+    }.get(getattr(kind, "name", ""), "a value of unknown kind")
+
+
+# -- what jax functions do to rows -----------------------------------------------------------
+
+ROWWISE = frozenset(
+    f"jax.numpy.{name}" for name in (
+        "exp", "log", "log1p", "expm1", "tanh", "sin", "cos", "abs", "square", "sqrt", "rsqrt", "sign",
+        "maximum", "minimum", "where", "clip", "equal", "not_equal", "greater", "greater_equal", "less",
+        "less_equal", "logical_and", "logical_or", "logical_not", "negative", "reciprocal", "power",
+        "multiply", "add", "subtract", "divide", "true_divide", "floor", "ceil", "round", "isnan",
+        "isfinite", "nan_to_num", "float32", "int32", "asarray", "array", "dot", "matmul",
+        "argmax", "argmin", "take_along_axis", "logaddexp", "ones_like", "zeros_like",
+    )
+) | frozenset(
+    f"jax.nn.{name}" for name in (
+        "relu", "gelu", "sigmoid", "silu", "swish", "softplus", "elu", "leaky_relu", "tanh", "softmax",
+        "log_softmax", "one_hot", "logsumexp", "log_sigmoid",
+    )
+) | frozenset({
+    "jax.scipy.special.logsumexp", "jax.lax.stop_gradient",
+    "optax.softmax_cross_entropy", "optax.softmax_cross_entropy_with_integer_labels",
+    "optax.sigmoid_binary_cross_entropy", "optax.l2_loss", "optax.squared_error", "optax.huber_loss",
+    "flax.training.common_utils.onehot",
+})
+# Functions that reduce over ``axis`` (all axes when it is absent), and what they make of rows.
+REDUCTIONS = {"mean": M, "average": M, "sum": SUM}
+OTHER_REDUCTIONS = frozenset({"max", "min", "prod", "std", "var", "median", "any", "all", "argmax", "argmin",
+                               "logsumexp", "count_nonzero", "nanmean", "nansum"})
+# Row-wise functions with an axis argument (its position; None: keyword only) that must not be 0.
+AXIS_ARGUMENT = {"jax.nn.softmax": 1, "jax.nn.log_softmax": 1, "jax.numpy.take_along_axis": 2, "jax.nn.one_hot": None}
+
+COLLECTIVES = frozenset(f"jax.lax.{name}" for name in (
+    "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "pswapaxes", "all_to_all",
+    "axis_index", "axis_size", "psum_scatter", "pbroadcast", "pcast", "pvary", "ragged_all_to_all",
+)) | frozenset({"flax.jax_utils.pmean"})
+
+# jax.random samplers: where their shape argument is (they draw per example when it is a batch's shape).
+SAMPLERS = {"normal": 1, "uniform": 1, "bernoulli": 2, "truncated_normal": 3, "randint": 1, "gumbel": 1,
+            "exponential": 1, "laplace": 1, "logistic": 1}
+KEY_OPS = frozenset({"jax.random.split", "jax.random.fold_in"})
+
+TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+GRADS = {"jax.grad": False, "jax.value_and_grad": True}

@@ -1,0 +1,625 @@
+"""What a pmapped step computes, device by device: the analysis behind the global view's collectives.
+
+Under ``pmap`` every device runs the step on its own slice of the batch. Under ``jax.jit`` over
+global arrays the same code runs once, on the whole batch. A value means the same thing in both
+only for some kinds of values, which this module tracks through the step (and through the
+module's own functions it calls, with ``jax.grad`` / ``value_and_grad`` / ``jax.tree.map``):
+
+``R``    replicated: the same on every device (parameters, constants, results of a collective);
+``S``    per-example rows of the batch (the mapped batch, and row-wise functions of it);
+``M``    the mean over this device's examples of a per-example quantity (``jnp.mean`` of an ``S``,
+         and gradients of such a mean with respect to replicated parameters);
+``SUM``  the sum over this device's examples (``jnp.sum`` of an ``S``, counts);
+``U``    anything else, with the reason it is not one of the above.
+
+Over equal-sized shards, the mean of per-shard means is the global mean and the sum of per-shard
+sums is the global sum, so ``pmean`` of an ``M`` and ``psum`` of a ``SUM`` are what the global
+program computes without them: those collectives are removed. ``psum`` of an ``M`` (or of an
+``R``) is N times the global value: it keeps the factor. Every other collective, and every
+reduction of a value whose kind is not proven, blocks the global view (``Blocked``, with the line).
+
+Assumptions, stated in the fix's documentation: a negative reduction axis is a feature axis (the
+batch axis is 0), and a model applied with ``.apply`` / ``.apply_fn`` without ``mutable=``
+treats examples independently (no batch statistics).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from jaxmigrate.migrate._global_kinds import (
+    AXIS_ARGUMENT, BOT, COLLECTIVES, GRADS, KEY, KEY_OPS, OTHER_REDUCTIONS, REDUCTIONS, ROWWISE, SAMPLERS, SUM,
+    TREE_MAPS, Blocked, Fn, Grad, Kind, M, R, Record, S, Seq, U, describe, flat, join,
+)
+from jaxmigrate.names import OpaqueBinding, ValueBinding
+
+
+@dataclass
+class CollectiveEdit:
+    """What becomes of one collective call: ``replace`` is its new text (from the argument's)."""
+
+    node: ast.Call
+    arg: ast.expr
+    action: str  # "drop" (the argument itself) | "scale" (times the device count)
+    tree: bool = False
+
+
+@dataclass
+class Frame:
+    env: dict[str, Kind]
+    parent: "Frame | None"
+    func: ast.AST | None
+
+    def lookup(self, name: str) -> Kind | None:
+        frame: Frame | None = self
+        while frame is not None:
+            if name in frame.env:
+                return frame.env[name]
+            frame = frame.parent
+        return None
+
+
+@dataclass
+class StepAnalysis:
+    """The analysis of one step: its output kind and the collectives to rewrite."""
+
+    output: Kind = BOT
+    edits: dict[int, CollectiveEdit] = field(default_factory=dict)
+
+
+class StepAnalyzer:
+    """Interprets a step's body (and what it calls) over kinds."""
+
+    MAX_DEPTH = 6
+
+    def __init__(self, module, axis: str | None) -> None:
+        self.module = module  # a core.module.ParsedModule
+        self.names = module.names
+        self.axis = axis
+        self.result = StepAnalysis()
+        self._depth = 0
+        self._memo: dict[tuple, Kind] = {}
+        self.keys_used = False
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def analyse(self, func: ast.FunctionDef, params: list[Kind], bound: tuple[str, ...] = ()) -> StepAnalysis:
+        args = func.args
+        if args.vararg or args.kwarg or args.posonlyargs or any(a.arg not in bound for a in args.kwonlyargs):
+            raise Blocked(func.lineno, f"`{func.name}` takes *args, **kwargs or keyword-only arguments")
+        if len(params) + len([a for a in args.args if a.arg in bound]) != len(args.args):
+            raise Blocked(func.lineno, f"`{func.name}` is called with {len(params)} arguments, not "
+                          f"{len(args.args)}")
+        self.result.output = self._call_def(func, [*params, *(R for a in args.args if a.arg in bound)], None,
+                                            keywords={name: R for name in bound})
+        return self.result
+
+    # -- functions -------------------------------------------------------------------------
+
+    def _call_def(self, func: ast.AST, params: list[Kind], parent: Frame | None,
+                  keywords: dict[str, Kind] | None = None) -> Kind:
+        keywords = keywords or {}
+        key = (id(func), tuple(map(repr, params)), id(parent), tuple(sorted(keywords)))
+        if key in self._memo:
+            return self._memo[key]
+        if self._depth >= self.MAX_DEPTH:
+            raise Blocked(func.lineno, "calls nest too deep to follow")
+        frame = Frame(dict(keywords), parent, func)
+        names = [a.arg for a in func.args.args if a.arg not in keywords]
+        if func.args.vararg or func.args.kwarg or any(a.arg not in keywords for a in func.args.kwonlyargs):
+            raise Blocked(func.lineno, "a function with *args / **kwargs / keyword-only arguments is called "
+                          "with per-device values")
+        defaults = func.args.defaults
+        for i, name in enumerate(names):
+            if i < len(params):
+                frame.env[name] = params[i]
+            elif i >= len(names) - len(defaults):
+                frame.env[name] = R
+            else:
+                raise Blocked(func.lineno, f"a call of the function at line {func.lineno} has too few arguments")
+        self._depth += 1
+        try:
+            if isinstance(func, ast.Lambda):
+                out = self.expr(func.body, frame)
+            else:
+                out = self._body(func.body, frame)
+        finally:
+            self._depth -= 1
+        self._memo[key] = out
+        return out
+
+    def _body(self, body: list[ast.stmt], frame: Frame) -> Kind:
+        returned: Kind = BOT
+        for stmt in body:
+            returned = join(returned, self.stmt(stmt, frame))
+        return returned
+
+    # -- statements ------------------------------------------------------------------------
+
+    def stmt(self, node: ast.stmt, frame: Frame) -> Kind:
+        """Interpret one statement; returns the kind of what it returns (BOT: no return)."""
+        if isinstance(node, ast.Return):
+            return self.expr(node.value, frame) if node.value is not None else R
+        if isinstance(node, ast.Assign):
+            kind = self.expr(node.value, frame)
+            for target in node.targets:
+                self.bind(target, kind, frame)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.bind(node.target, self.expr(node.value, frame), frame)
+        elif isinstance(node, ast.AugAssign):
+            kind = self.binop(self.expr(node.target, frame), node.op, self.expr(node.value, frame), node)
+            self.bind(node.target, kind, frame)
+        elif isinstance(node, ast.Expr):
+            if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                self.expr(node.value, frame)
+        elif isinstance(node, (ast.FunctionDef,)):
+            if node.decorator_list:
+                raise Blocked(node.lineno, f"the decorated inner function `{node.name}` is not followed")
+            frame.env[node.name] = Fn(node, frame)
+        elif isinstance(node, ast.For):
+            iterated = self.iterate(self.expr(node.iter, frame), node.iter)
+            returned: Kind = BOT
+            for _ in range(2):  # twice: values carried around the loop reach their final kind
+                self.bind(node.target, iterated, frame)
+                returned = join(returned, self._body(node.body, frame))
+            return join(returned, self._body(node.orelse, frame))
+        elif isinstance(node, ast.If):
+            test = self.expr(node.test, frame)
+            if flat(test) != R:
+                raise Blocked(node.lineno, "a Python `if` on a per-device value")
+            before = dict(frame.env)
+            returned = self._body(node.body, frame)
+            after_body, frame.env = frame.env, before
+            returned = join(returned, self._body(node.orelse, frame))
+            for name in set(after_body) | set(frame.env):
+                frame.env[name] = join(after_body.get(name, BOT), frame.env.get(name, BOT))
+            return returned
+        elif isinstance(node, (ast.Pass, ast.Assert)):
+            pass
+        else:
+            raise Blocked(node.lineno, f"a `{type(node).__name__}` statement is not followed")
+        return BOT
+
+    def bind(self, target: ast.expr, kind: Kind, frame: Frame) -> None:
+        if isinstance(target, ast.Name):
+            frame.env[target.id] = kind
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if any(isinstance(e, ast.Starred) for e in target.elts):
+                raise Blocked(target.lineno, "starred unpacking is not followed")
+            if isinstance(kind, Seq):
+                if len(kind.items) != len(target.elts):
+                    raise Blocked(target.lineno, "unpacking of a different length")
+                for element, item in zip(target.elts, kind.items):
+                    self.bind(element, item, frame)
+            else:
+                # A pytree unpacked into its parts: each part has the whole's kind.
+                for element in target.elts:
+                    self.bind(element, flat(kind, target.lineno), frame)
+        else:
+            raise Blocked(target.lineno, "assignment to an attribute or item is not followed")
+
+    def iterate(self, kind: Kind, node: ast.expr) -> Kind:
+        """The kind of the items of an iterable of ``kind``."""
+        if isinstance(kind, Seq) and getattr(node, "_zip", False):
+            return kind
+        atom = flat(kind, node.lineno)
+        if atom in (R, M, SUM):
+            return atom  # the parts of a replicated value, or of a pytree of per-shard reductions
+        raise Blocked(node.lineno, f"a loop over {describe(atom)} is not followed")
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def expr(self, node: ast.expr, frame: Frame) -> Kind:
+        if isinstance(node, ast.Constant):
+            return R
+        if isinstance(node, ast.Name):
+            return self.name(node, frame)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return Seq(tuple(self.expr(e, frame) for e in node.elts))
+        if isinstance(node, ast.Dict):
+            if any(k is None or not isinstance(k, ast.Constant) for k in node.keys):
+                return U("a dict display with computed keys", node.lineno)
+            return Record(tuple((k.value, self.expr(v, frame)) for k, v in zip(node.keys, node.values)))
+        if isinstance(node, ast.BinOp):
+            return self.binop(self.expr(node.left, frame), node.op, self.expr(node.right, frame), node)
+        if isinstance(node, ast.UnaryOp):
+            kind = flat(self.expr(node.operand, frame), node.lineno)
+            if isinstance(node.op, (ast.USub, ast.UAdd)) or kind in (R, S):
+                return kind
+            return U("a logical operation on a per-shard reduction", node.lineno)
+        if isinstance(node, ast.Compare):
+            return self.elementwise([self.expr(node.left, frame), *(self.expr(c, frame) for c in node.comparators)],
+                                    node)
+        if isinstance(node, ast.IfExp):
+            if flat(self.expr(node.test, frame)) != R:
+                raise Blocked(node.lineno, "a conditional expression on a per-device value")
+            return join(self.expr(node.body, frame), self.expr(node.orelse, frame))
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node, frame)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node, frame)
+        if isinstance(node, ast.Call):
+            return self.call(node, frame)
+        if isinstance(node, ast.Lambda):
+            return Fn(node, frame)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            return self.comprehension(node, frame)
+        return U(f"a `{type(node).__name__}` expression is not followed", node.lineno)
+
+    def name(self, node: ast.Name, frame: Frame) -> Kind:
+        kind = frame.lookup(node.id)
+        if kind is not None:
+            return kind
+        bindings = self.names.bindings(node)
+        if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and isinstance(
+                bindings[0].node, ast.FunctionDef):
+            return Fn(bindings[0].node, None)
+        # Module-level constants, imported names, builtins: the same on every device. A local of
+        # an enclosing function (a closure) may hold anything, pmap's device axis included.
+        for binding in bindings:
+            if isinstance(binding, ValueBinding) and not self._module_level_value(binding) or \
+                    isinstance(binding, OpaqueBinding) and not self._module_level(binding.node):
+                return U(f"`{node.id}` is bound outside what the analysis follows", node.lineno)
+        return R
+
+    def _module_level(self, node: ast.AST) -> bool:
+        """Bound at module level: no function or lambda between ``node`` and the module."""
+        parent = self.module.parent_of(node)
+        while parent is not None and parent is not self.module.tree:
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return False
+            parent = self.module.parent_of(parent)
+        return True
+
+    def _module_level_value(self, binding: ValueBinding) -> bool:
+        parent = self.module.parent_of(binding.value)
+        return parent is not None and self.module.parent_of(parent) is self.module.tree
+
+    def binop(self, left: Kind, op: ast.operator, right: Kind, node: ast.AST) -> Kind:
+        a, b = flat(left, node.lineno), flat(right, node.lineno)
+        for side in (a, b):
+            if isinstance(side, U):
+                return side
+        if a == BOT or b == BOT:
+            return BOT
+        if a == R and b == R:
+            return R
+        linear = isinstance(op, (ast.Add, ast.Sub))
+        if isinstance(op, ast.MatMult):
+            if a == S and b == R:
+                return S
+            return U("a matrix product mixing per-example rows", node.lineno)
+        if {a, b} <= {S, R}:
+            return S
+        if a == M and b == M and linear:
+            return M
+        if a == SUM and b == SUM and linear:
+            return SUM
+        scaled = isinstance(op, ast.Mult) or isinstance(op, ast.Div) and b == R  # never R / mean
+        if M in (a, b) and R in (a, b) and (linear or scaled):
+            return M
+        if SUM in (a, b) and R in (a, b) and scaled:
+            return SUM
+        return U(f"`{_op(op)}` of {describe(a)} and {describe(b)} is not the same per shard and globally",
+                 node.lineno)
+
+    def elementwise(self, kinds: list[Kind], node: ast.AST) -> Kind:
+        atoms = [flat(k, node.lineno) for k in kinds]
+        for atom in atoms:
+            if isinstance(atom, U):
+                return atom
+        atoms = [a for a in atoms if a != BOT]
+        if all(a == R for a in atoms):
+            return R
+        if all(a in (R, S) for a in atoms):
+            return S
+        return U("an elementwise operation on a per-shard reduction", node.lineno)
+
+    def attribute(self, node: ast.Attribute, frame: Frame) -> Kind:
+        qualified = self.names.qualified_name(node)
+        if qualified is not None:
+            return R
+        base = flat(self.expr(node.value, frame), node.lineno)
+        if base == S and node.attr in ("shape", "size", "T", "ndim_", "mT"):
+            return U(f"`.{node.attr}` of a per-device slice of the batch is not its global `.{node.attr}`",
+                     node.lineno)
+        return base
+
+    def subscript(self, node: ast.Subscript, frame: Frame) -> Kind:
+        base = self.expr(node.value, frame)
+        index = node.slice
+        if isinstance(index, ast.Constant) and isinstance(base, Seq) and type(index.value) is int:
+            try:
+                return base.items[index.value]
+            except IndexError:
+                return U("an index past the end", node.lineno)
+        if isinstance(index, ast.Constant) and isinstance(base, Record):
+            return dict(base.items).get(index.value, U("a key that is not there", node.lineno))
+        atom = flat(base, node.lineno)
+        if atom in (R, BOT) or isinstance(atom, U):
+            self.expr(index, frame) if not isinstance(index, ast.Slice) else None
+            return atom
+        if isinstance(index, ast.Constant) and isinstance(index.value, str):
+            return atom  # a field of a batch pytree (batch["image"])
+        if atom == S and isinstance(index, ast.Tuple) and index.elts and _whole(index.elts[0]):
+            return S  # x[:, k] / x[..., k]: columns of every row
+        return U(f"indexing {describe(atom)} along its first axis", node.lineno)
+
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp, frame: Frame) -> Kind:
+        inner = Frame({}, frame, None)
+        for generator in node.generators:
+            if generator.ifs or generator.is_async:
+                return U("a filtered comprehension", node.lineno)
+            self.bind(generator.target, self.iterate(self.expr(generator.iter, inner), generator.iter), inner)
+        return flat(self.expr(node.elt, inner), node.lineno)
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def call(self, node: ast.Call, frame: Frame) -> Kind:
+        qualified = self.names.qualified_name(node.func)
+        if qualified in COLLECTIVES:
+            return self.collective(node, qualified, frame)
+        if qualified in GRADS:
+            return self.grad_transform(node, GRADS[qualified], frame)
+        if qualified in TREE_MAPS:
+            return self.tree_map(node, frame)
+        if qualified is not None and qualified.startswith("jax.random.") and node.args:
+            first = flat(self.expr(node.args[0], frame), node.lineno)
+            if first == KEY:
+                return self.random(node, qualified, frame)
+        if qualified == "builtins.zip" or (isinstance(node.func, ast.Name) and node.func.id == "zip"
+                                           and not self.names.bindings(node.func)):
+            node._zip = True  # type: ignore[attr-defined]
+            return Seq(tuple(flat(self.expr(a, frame), node.lineno) for a in node.args))
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return self._opaque(node, frame)
+        callee = self.expr(node.func, frame) if not qualified else None
+        if isinstance(callee, Fn):
+            return self._apply(callee, node, frame)
+        if isinstance(callee, Grad):
+            return self._apply_grad(callee, node, frame)
+        if qualified is not None:
+            return self._library(node, qualified, frame)
+        if isinstance(node.func, ast.Attribute):
+            return self._method(node, frame)
+        return self._opaque(node, frame)
+
+    def _apply(self, fn: Fn, node: ast.Call, frame: Frame) -> Kind:
+        if node.keywords:
+            return U("a keyword argument to a module function is not followed", node.lineno)
+        args = [self.expr(a, frame) for a in node.args]
+        return self._call_def(fn.node, args, fn.frame)
+
+    def grad_transform(self, node: ast.Call, with_value: bool, frame: Frame) -> Kind:
+        if not node.args:
+            return U("jax.grad without a function", node.lineno)
+        fn = self.expr(node.args[0], frame)
+        if not isinstance(fn, Fn):
+            return U("the differentiated function is not one this analysis can read", node.lineno)
+        has_aux, argnums = False, (0,)
+        for kw in node.keywords:
+            if kw.arg == "has_aux" and isinstance(kw.value, ast.Constant):
+                has_aux = bool(kw.value.value)
+            elif kw.arg == "argnums":
+                try:
+                    value = ast.literal_eval(kw.value)
+                except ValueError:
+                    return U("`argnums=` is not a literal", node.lineno)
+                argnums = (value,) if isinstance(value, int) else tuple(value)
+            else:
+                return U(f"`{kw.arg}=` of the gradient transform is not followed", node.lineno)
+        return Grad(fn, with_value, has_aux, argnums)
+
+    def _apply_grad(self, grad: Grad, node: ast.Call, frame: Frame) -> Kind:
+        if node.keywords:
+            return U("keyword arguments to a gradient function", node.lineno)
+        args = [self.expr(a, frame) for a in node.args]
+        for i in grad.argnums:
+            if i >= len(args) or flat(args[i]) != R:
+                return U("a gradient with respect to a value that is not replicated", node.lineno)
+        out = self._call_def(grad.fn.node, args, grad.fn.frame)
+        value, aux = (out.items if isinstance(out, Seq) and grad.has_aux and len(out.items) == 2 else (out, None))
+        if grad.has_aux and aux is None:
+            return U("`has_aux=True` with a function that does not return a pair", node.lineno)
+        loss = flat(value, node.lineno)
+        if loss in (M, SUM):
+            grads: Kind = loss
+        elif loss == R:
+            grads = R
+        else:
+            grads = U(f"the gradient of {describe(loss)} (line {node.lineno}), not of a per-shard mean or sum",
+                      node.lineno if not isinstance(loss, U) else loss.line)
+        if len(grad.argnums) > 1:
+            grads = Seq((grads,) * len(grad.argnums))
+        head = Seq((value, aux)) if grad.has_aux else value
+        return Seq((head, grads)) if grad.with_value else (Seq((grads, aux)) if grad.has_aux else grads)
+
+    def random(self, node: ast.Call, qualified: str, frame: Frame) -> Kind:
+        """pmap gave every device its own key; the global view has one. A draw shaped like the
+        batch (``x.shape`` of per-example ``x``, or an array of per-example probabilities) is per
+        example either way: the values differ (the finding says the streams change), their
+        meaning does not. A draw of a fixed shape was one per device, and is one in all now."""
+        rest = [self.expr(a, frame) for a in node.args[1:] if not _is_shape_of_rows(a, self, frame)]
+        rest += [self.expr(k.value, frame) for k in node.keywords if k.arg != "shape"]
+        if any(flat(k) not in (R, S) for k in rest):
+            return U(f"`{qualified}` with a per-device argument", node.lineno)
+        if qualified in KEY_OPS:
+            return KEY if all(flat(k) == R for k in rest) else U("a key folded with per-example data", node.lineno)
+        short = qualified.rsplit(".", 1)[1]
+        position = SAMPLERS.get(short)
+        if position is None:
+            return U(f"`{qualified}` with a per-device key", node.lineno)
+        shape = node.args[position] if len(node.args) > position else next(
+            (k.value for k in node.keywords if k.arg == "shape"), None)
+        self.keys_used = True
+        if shape is not None and _is_shape_of_rows(shape, self, frame):
+            return S
+        if shape is None and any(flat(k) == S for k in rest):
+            return S  # shaped like its per-example arguments
+        return U(f"`{short}` draws one value per device under pmap, one in all in the global view", node.lineno)
+
+    def tree_map(self, node: ast.Call, frame: Frame) -> Kind:
+        if not node.args or node.keywords:
+            return U("a tree map this analysis cannot read", node.lineno)
+        fn = self.expr(node.args[0], frame)
+        trees = [flat(self.expr(a, frame), node.lineno) for a in node.args[1:]]
+        if not isinstance(fn, Fn):
+            return self.elementwise(trees, node) if all(t == R for t in trees) else U(
+                "a tree map of a function this analysis cannot read", node.lineno)
+        return flat(self._call_def(fn.node, trees, fn.frame), node.lineno)
+
+    def collective(self, node: ast.Call, qualified: str, frame: Frame) -> Kind:
+        short = qualified.rsplit(".", 1)[1]
+        axis = self._axis_argument(node)
+        if short in ("pmean", "psum") and axis is not None and axis == self.axis and node.args:
+            arg = node.args[0]
+            kind = self.expr(arg, frame)
+            atom = flat(kind, node.lineno)
+            if short == "pmean" and atom in (M, R):
+                return self._edit(node, arg, "drop", kind)
+            if short == "psum" and atom == SUM:
+                return self._edit(node, arg, "drop", kind)
+            if short == "psum" and atom in (M, R):
+                return self._edit(node, arg, "scale", kind)
+            why = f"; it is {atom.why} (line {atom.line})" if isinstance(atom, U) and atom.line else (
+                f"; it is {atom.why}" if isinstance(atom, U) else f"; it is {describe(atom)}")
+            what = "a per-shard mean" if short == "pmean" else "a per-shard sum or mean"
+            raise Blocked(node.lineno, f"`{short}` of a value not proven {what}{why}")
+        if axis is not None and self.axis is not None and axis != self.axis:
+            raise Blocked(node.lineno, f"`{short}` over axis {axis!r}, not the pmap's axis {self.axis!r}")
+        raise Blocked(node.lineno, f"`{short}` has no global-view equivalent GSPMD inserts by itself")
+
+    def _edit(self, node: ast.Call, arg: ast.expr, action: str, kind: Kind) -> Kind:
+        tree = not (flat(kind) != BOT and not isinstance(kind, (Seq, Record)) and not self._tree_valued(arg))
+        new = CollectiveEdit(node, arg, action, tree)
+        old = self.result.edits.get(id(node))
+        if old is not None and (old.action, old.tree) != (new.action, new.tree):
+            raise Blocked(node.lineno, "this collective is reached with values of different kinds")
+        self.result.edits[id(node)] = new
+        return R
+
+    def _tree_valued(self, arg: ast.expr) -> bool:
+        """Whether a collective's argument may be a pytree (then scaling needs a tree map)."""
+        if isinstance(arg, ast.Constant):
+            return False
+        return not (isinstance(arg, ast.Call) and self.names.qualified_name(arg.func) in {
+            f"jax.numpy.{r}" for r in (*REDUCTIONS, *OTHER_REDUCTIONS)})
+
+    def _axis_argument(self, node: ast.Call) -> str | None:
+        value = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg in ("axis_name",)), None)
+        if value is None:
+            return None
+        return self.literal_string(value)
+
+    def literal_string(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._module_level_value(bindings[0]):
+                value = bindings[0].value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    return value.value
+        return None
+
+    def _axis(self, node: ast.Call, name: str = "axis", position: int | None = 1) -> tuple[bool, object]:
+        """(given, value) of a reduction's axis argument; value None for all axes."""
+        value = node.args[position] if position is not None and len(node.args) > position else next(
+            (k.value for k in node.keywords if k.arg == name), None)
+        if value is None:
+            return False, None
+        try:
+            return True, ast.literal_eval(value)
+        except ValueError:
+            return True, "?"
+
+    def _library(self, node: ast.Call, qualified: str, frame: Frame) -> Kind:
+        module, _, short = qualified.rpartition(".")
+        args = [self.expr(a, frame) for a in node.args]
+        for kw in node.keywords:
+            if kw.arg not in ("axis", "keepdims", "dtype", "num_classes", "where_"):
+                args.append(self.expr(kw.value, frame))
+        first = flat(args[0], node.lineno) if args else R
+        if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
+                and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
+            return self._reduction(node, short, first, args[1:], axis_position=1)
+        if qualified in ROWWISE:
+            if qualified in ("jax.numpy.dot", "jax.numpy.matmul"):
+                return self.binop(args[0], ast.MatMult(), args[1], node) if len(args) == 2 else U(
+                    "a product of more than two values", node.lineno)
+            if qualified in AXIS_ARGUMENT:
+                given, axis = self._axis(node, position=AXIS_ARGUMENT[qualified])
+                if given and not (isinstance(axis, int) and axis != 0):
+                    return U(f"`{short}` along the batch axis", node.lineno)
+            return self.elementwise(args, node)
+        if all(flat(a) == R for a in args):
+            return R
+        return U(f"`{qualified}` of per-device values is not known to treat examples independently",
+                 node.lineno)
+
+    def _reduction(self, node: ast.Call, short: str, first: Kind, rest: list[Kind], axis_position: int) -> Kind:
+        for other in rest:
+            if flat(other) not in (R, BOT):
+                return U(f"`{short}` with per-device extra arguments", node.lineno)
+        given, axis = self._axis(node, position=axis_position)
+        if first in (R, BOT) or isinstance(first, U):
+            return first
+        if first != S:
+            return U(f"`{short}` of {describe(first)}", node.lineno)
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        if given and axis is not None and all(isinstance(a, int) and a != 0 for a in axes):
+            return S  # over feature axes only: each row stays a row
+        if not given or axis is None or 0 in axes:
+            if short in REDUCTIONS and (not given or axis is None or axes == (0,)):
+                return REDUCTIONS[short]
+        return U(f"`{short}` over the batch axis", node.lineno)
+
+    def _method(self, node: ast.Call, frame: Frame) -> Kind:
+        func = node.func
+        assert isinstance(func, ast.Attribute)
+        base = flat(self.expr(func.value, frame), node.lineno)
+        args = [self.expr(a, frame) for a in node.args]
+        kwargs = [self.expr(k.value, frame) for k in node.keywords if k.arg not in ("axis", "keepdims", "dtype")]
+        if func.attr in REDUCTIONS or func.attr in OTHER_REDUCTIONS:
+            if base == S or base in (R, BOT):
+                return self._reduction(node, func.attr, base, [*args[1:], *kwargs], axis_position=0)
+        if func.attr == "astype":
+            return base if all(flat(a) == R for a in args) else U("astype to a per-device dtype", node.lineno)
+        if func.attr in ("apply", "apply_fn") and base == R:
+            if any(k.arg == "mutable" for k in node.keywords):
+                return U("the model is applied with `mutable=` (batch statistics: per-shard, not global)",
+                         node.lineno)
+            return self.elementwise([*args, *kwargs], node)
+        if base == R and all(flat(a) == R for a in [*args, *kwargs]):
+            return R
+        return U(f"`.{func.attr}(...)` of per-device values is not known to treat examples independently",
+                 node.lineno)
+
+    def _opaque(self, node: ast.Call, frame: Frame) -> Kind:
+        kinds = [self.expr(a.value if isinstance(a, ast.Starred) else a, frame) for a in node.args]
+        kinds += [self.expr(k.value, frame) for k in node.keywords]
+        if not isinstance(node.func, ast.Name):
+            kinds.append(self.expr(node.func, frame))
+        if all(flat(k) == R for k in kinds):
+            return R
+        return U("a call this analysis cannot follow receives per-device values", node.lineno)
+
+
+def _is_shape_of_rows(node: ast.expr, analyzer: "StepAnalyzer", frame: Frame) -> bool:
+    """``x.shape`` of a per-example ``x``: the shape of the device's rows, of all rows globally."""
+    return isinstance(node, ast.Attribute) and node.attr == "shape" and flat(analyzer.expr(node.value, frame)) == S
+
+
+def _whole(index: ast.expr) -> bool:
+    """``:`` or ``...``: an index that keeps every row."""
+    if isinstance(index, ast.Slice):
+        return index.lower is None and index.upper is None and index.step is None
+    return isinstance(index, ast.Constant) and index.value is Ellipsis
+
+
+def _op(op: ast.operator) -> str:
+    return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
+            ast.FloorDiv: "//", ast.Mod: "%"}.get(type(op), type(op).__name__)

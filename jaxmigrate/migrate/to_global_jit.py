@@ -1,0 +1,476 @@
+"""Global view: pmapped steps become plain ``jax.jit`` over global arrays laid out on a mesh.
+
+What it produces
+----------------
+::
+
+    @functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+    def update(params, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        grads = lax.pmean(grads, axis_name="batch")
+        ...
+    params = jax.device_put_replicated(params, jax.local_devices())
+    x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])
+    params, loss = update(params, x)
+    print(loss[0])
+
+    # becomes
+
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+
+    @functools.partial(jax.jit, donate_argnums=(0,))
+    def update(params, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        ...
+    params = jax.device_put(params, NamedSharding(mesh, P()))
+    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)
+    params, loss = update(params, x)
+    print(loss)
+
+The decision is all or nothing for a module: every pmap of the module moves to the global view
+together, with every value that carries pmap's device axis, or none does (the exact rewrite then
+applies) and the finding names the first line that blocks it. ``_global_step`` proves what the
+step's collectives compute (``pmean`` of a per-shard mean and ``psum`` of a per-shard sum go,
+``psum`` of a per-shard mean keeps its factor of the device count); ``_global_calls`` follows the
+driving code. Planning is ``ast``-only; ``apply`` writes.
+
+Preconditions (each one a reason in the finding when it fails): every pmap is a decorator or a
+module-level ``name = jax.pmap(f, ...)`` of a module function, with a literal ``axis_name``, no
+``devices`` / ``backend`` / ``axis_size`` / ``static_broadcasted_argnums``, ``in_axes`` of 0 /
+None and ``out_axes`` 0; it is only called, in this module, by code the analysis follows; its
+outputs are replicated or per-example values; and no value with the device axis leaves what the
+analysis sees (returned, stored in an attribute, passed to another function, captured).
+Per-device RNG keys become the one key they were split from (the random streams change; the fix's
+message says so, from ``GlobalView.notes``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import parse_module
+from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
+from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
+from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
+from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate._plan import Namer, Plan, Unprovable, apply
+from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
+
+_OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
+
+
+@dataclass
+class GlobalView:
+    """The plan for a module, or the reason (with its line) there is none."""
+
+    applications: list[Application] = field(default_factory=list)
+    plan: Plan | None = None
+    line: int | None = None
+    reason: str | None = None
+    notes: tuple[str, ...] = ()  # what changes besides the calling convention (random streams)
+
+    @property
+    def possible(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def blocker(self) -> str:
+        return f"line {self.line}: {self.reason}" if self.line else str(self.reason)
+
+
+@lru_cache(maxsize=4)
+def plan_global(text: str) -> GlobalView:
+    module = parse_module(text)
+    if module is None:
+        return GlobalView(reason="the module does not parse")
+    apps = Planner(text, module.tree).applications()
+    view = GlobalView(apps)
+    if not apps:
+        view.reason = "no pmap in this module"
+        return view
+    try:
+        builder = _Builder(module, apps)
+        view.plan = builder.build()
+        view.notes = tuple(sorted(builder.notes))
+    except Blocked as blocked:
+        view.line, view.reason = blocked.line, blocked.message
+    except Unprovable as error:
+        view.reason = str(error)
+    except (RecursionError, Exception) as error:  # a bug here must not cost JM101 its finding
+        view.reason = (f"the global-view analysis failed on this module ({type(error).__name__}: {error}); "
+                       "please report it")
+    return view
+
+
+def fix(text: str, sites: Collection[tuple[int, int]]) -> str:
+    """JM101's global-view codemod: the whole module's pmaps at once, when a reported one is among
+    them (``sites`` are reported mentions of ``jax.pmap``)."""
+    view = plan_global(text)
+    if not view.possible:
+        return text
+    new = apply(text, view.plan)
+    # A removed first import (functools) must not leave the module starting with a blank line.
+    return new if text[:1] == "\n" else new.lstrip("\n")
+
+
+class _Builder:
+    def __init__(self, module, apps: list[Application]) -> None:
+        self.module = module
+        self.apps = apps
+        self.plan = Plan()
+        self.namer = Namer(module, self.plan)
+        self.axis: str | None = None
+        self.steps: dict[str, Step] = {}
+        self.donate: dict[str, str | None] = {}
+        self.app_of: dict[str, Application] = {}
+        self.notes: set[str] = set()
+
+    # -- the pmap applications ---------------------------------------------------------------
+
+    def build(self) -> Plan:
+        for app in self.apps:
+            self._step(app)
+        self._no_other_uses()
+        drivers = DriverAnalyzer(self.module, self.steps)
+        analyses = {}
+        for _ in range(4):
+            drivers.analyse()
+            for step in self.steps.values():
+                if step.name in drivers.called:
+                    continue
+                raise Blocked(step.func.lineno, f"`{step.name}` is not called in this module: its callers "
+                              "elsewhere pass values with pmap's device axis")
+            changed = False
+            for step in self.steps.values():
+                if any(p == BOT for p in step.params):
+                    missing = step.params.index(BOT) + 1
+                    raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out by "
+                                  "code this fix follows")
+                analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params, step.bound)
+                analyses[step.name] = analysis
+                if analysis.output != step.outputs:
+                    step.outputs, changed = analysis.output, True
+            if not changed:
+                break
+        else:
+            raise Blocked(1, "the kinds of the step's values do not settle")
+        self.axis = self.axis or "batch"  # the mesh needs an axis name even where pmap had none
+        for step in self.steps.values():
+            self._check_outputs(step)
+        self._rewrite_steps()
+        edits: dict[int, CollectiveEdit] = {}
+        for analysis in analyses.values():
+            edits.update(analysis.edits)
+        for edit in edits.values():
+            self._collective(edit)
+        mesh = self._mesh_name()
+        for edit in drivers.edits.values():
+            self._driver(edit, mesh)
+        self._insert_mesh(mesh, [e.node for e in drivers.edits.values()])
+        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()])
+        return self.plan
+
+    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]]) -> None:
+        """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
+        fix replaced, goes with them (a module-level one stays: other modules may import it)."""
+        loads: dict[int, list[ast.Name]] = {}
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                for binding in self.module.names.bindings(node):
+                    if isinstance(binding, ValueBinding):
+                        loads.setdefault(id(binding.value), []).append(node)
+        for node in ast.walk(self.module.tree):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call) and not node.value.args
+                    and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"):
+                continue
+            if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
+                continue
+            uses = loads.get(id(node.value), [])
+            if uses and all(any(start <= self.module.span(u)[0] < end for start, end in replaced) for u in uses):
+                self._delete_lines(node)
+
+    def _step(self, app: Application) -> None:
+        if app.reason is not None:
+            raise Blocked(app.line, app.reason)
+        func, bound = app.mapped, {}
+        if app.kind == "decorator":
+            if not isinstance(func, ast.FunctionDef):
+                raise Blocked(app.line, "the pmapped function is not a `def`")
+            if len(func.decorator_list) != 1:
+                raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
+            name, binding = func.name, func
+            call = app.node if isinstance(app.node, ast.Call) else None
+            options = list(call.keywords) if call is not None else []
+        else:
+            call = app.node
+            assign = self.module.parent_of(call)
+            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                    and isinstance(assign.targets[0], ast.Name)):
+                where = "called at once" if isinstance(assign, ast.Call) and assign.func is call else (
+                    "passed to another call" if isinstance(assign, ast.Call) else
+                    "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
+                raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
+                              "this fix can follow")
+            if len(call.args) != 1 or isinstance(call.func, ast.Call):
+                raise Blocked(app.line, "pmap's options are passed positionally or through a `partial(...)`")
+            if func is None:
+                func, bound = self._partial_of(call.args[0], app.line)
+            if not isinstance(func, ast.FunctionDef):
+                raise Blocked(app.line, "the pmapped function is not a `def` of this module")
+            name, binding, options = assign.targets[0].id, call, list(call.keywords)
+        values = {}
+        for kw in options:
+            if kw.arg not in _OPTIONS:
+                raise Blocked(app.line, f"pmap's `{kw.arg}=` has no global-view counterpart here")
+            values[kw.arg] = kw.value
+        analyzer = StepAnalyzer(self.module, None)
+        axis = None
+        if "axis_name" in values:
+            axis = analyzer.literal_string(values["axis_name"])
+            if axis is None:
+                raise Blocked(app.line, "`axis_name=` is not a literal string")
+        if self.axis is not None and axis is not None and axis != self.axis:
+            raise Blocked(app.line, f"pmaps over different axes ({self.axis!r} and {axis!r})")
+        self.axis = self.axis or axis
+        if "out_axes" in values and _literal(values["out_axes"]) != 0:
+            raise Blocked(app.line, "`out_axes=` other than 0")
+        positional = [a.arg for a in func.args.args]
+        if bound:
+            named = set(positional) | {a.arg for a in func.args.kwonlyargs}
+            if func.args.vararg or func.args.kwarg or set(bound) - named:
+                raise Blocked(app.line, "`partial(...)` binds arguments the step does not name")
+            count = len([a for a in positional if a not in bound])
+            if any(a in bound for a in positional[:count]):
+                raise Blocked(app.line, "`partial(...)` binds an argument before one pmap maps")
+            positional = positional[:count]
+        in_axes = (0,) * len(positional)
+        if "in_axes" in values:
+            given = _literal(values["in_axes"])
+            if given == 0:
+                pass
+            elif isinstance(given, (tuple, list)) and len(given) == len(positional) \
+                    and all(a in (0, None) for a in given):
+                in_axes = tuple(given)
+            else:
+                raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
+        if name in self.steps:
+            raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
+        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound))
+        self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
+        self.app_of[name] = app
+
+    def _partial_of(self, node: ast.expr, line: int):
+        """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
+        if not (isinstance(node, ast.Call) and self.module.names.qualified_name(node.func) == "functools.partial"
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
+                and all(kw.arg for kw in node.keywords)):
+            raise Blocked(line, "the pmapped function is not a `def` or a `partial(def, name=...)` of this module")
+        defs = [b.node for b in self.module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
+        if len(defs) != 1 or len(self.module.names.bindings(node.args[0])) != 1:
+            raise Blocked(line, "the pmapped function is not a `def` of this module")
+        return defs[0], {kw.arg: kw.value for kw in node.keywords}
+
+    def _no_other_uses(self) -> None:
+        """The step is only called: passed around, it would carry pmap's convention elsewhere."""
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.Assign) and any(_same_name(t, "__all__") for t in node.targets):
+                names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+                for step in self.steps:
+                    if step in names:
+                        raise Blocked(node.lineno, f"`{step}` is exported in `__all__`: its callers elsewhere pass "
+                                      "values with pmap's device axis")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.steps:
+                parent = self.module.parent_of(node)
+                if not (isinstance(parent, ast.Call) and parent.func is node):
+                    step = self.steps[node.id]
+                    if any(getattr(b, "node", getattr(b, "value", None)) is step.binding
+                           for b in self.module.names.bindings(node)):
+                        raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+
+    def _check_outputs(self, step: Step) -> None:
+        returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
+        line = returns[-1].lineno if returns else step.func.lineno
+        for leaf in leaves(step.outputs):
+            if leaf not in (R, S):
+                why = f" ({leaf.why}, line {leaf.line})" if hasattr(leaf, "why") and leaf.line else (
+                    f" ({leaf.why})" if hasattr(leaf, "why") else "")
+                raise Blocked(line, f"`{step.name}` returns {describe(leaf)}{why}: pmap returns one per device, the "
+                              "global view one in all")
+
+    # -- edits ---------------------------------------------------------------------------------
+
+    def _replace(self, node: ast.AST, text: str) -> None:
+        start, end = self.module.span(node)
+        self.plan.edits.append(Edit(start, end, text))
+
+    def _rewrite_steps(self) -> None:
+        jax = self.namer.jax()
+        for name, step in self.steps.items():
+            app = self.app_of[name]
+            donate = self.donate[name]
+            if app.kind == "decorator":
+                node = app.node
+                if donate is None:
+                    self._replace(node, f"{jax}.jit")
+                    if isinstance(node, ast.Call):
+                        self._drop_import(node.func)
+                else:
+                    partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
+                    self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
+            else:
+                args = [self.module.segment(app.node.args[0])]
+                if donate is not None:
+                    args.append(f"donate_argnums={donate}")
+                if app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
+                    indent = self.module.src.line(app.node.lineno)
+                    indent = indent[: len(indent) - len(indent.lstrip())]
+                    inner = "".join(f"{indent}    {a},\n" for a in args)
+                    self._replace(app.node, f"{jax}.jit(\n{inner}{indent})")
+                else:
+                    self._replace(app.node, f"{jax}.jit({', '.join(args)})")
+            self._drop_import(app.ref)
+
+    def _collective(self, edit: CollectiveEdit) -> None:
+        node, arg = edit.node, edit.arg
+        self._drop_import(node.func)
+        if edit.action == "drop":
+            statement = self.module.parent_of(node)
+            if isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) and isinstance(arg, ast.Name) \
+                    and statement.targets[0].id == arg.id and self._own_lines(statement):
+                self._delete_lines(statement)
+                return
+            self._replace(node, self._atom(arg, node))
+            return
+        count = f"{self.namer.jax()}.device_count()"
+        if edit.tree:
+            self._replace(node, f"{self.namer.jax()}.tree.map(lambda x: x * {count}, {self.module.segment(arg)})")
+        elif isinstance(arg, ast.Constant) and arg.value == 1:
+            self._replace(node, count)  # psum(1): the number of devices
+        else:
+            self._replace(node, f"{_paren(self.module.segment(arg), arg)} * {count}")
+
+    def _atom(self, arg: ast.expr, replaced: ast.AST) -> str:
+        text = self.module.segment(arg)
+        parent = self.module.parent_of(replaced)
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.Call, ast.Compare)) \
+                and not (isinstance(parent, ast.Call) and replaced is not parent.func):
+            return _paren(text, arg)
+        return text
+
+    def _own_lines(self, statement: ast.stmt) -> bool:
+        """Alone on its lines (no ``;`` neighbour, no trailing comment): it can be deleted whole."""
+        text, starts = self.module.text, self.module.src.line_starts
+        start, end = self.module.span(statement)
+        line_end = text.find("\n", end)
+        after = text[end:] if line_end < 0 else text[end:line_end]
+        return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
+            and not self.module.has_comment(statement)
+
+    def _delete_lines(self, statement: ast.stmt) -> None:
+        starts = self.module.src.line_starts
+        start = starts[statement.lineno - 1]
+        end = starts[statement.end_lineno] if statement.end_lineno < len(starts) else len(self.module.text)
+        self.plan.edits.append(Edit(start, end, ""))
+
+    def _drop_import(self, ref: ast.expr) -> None:
+        """Schedule the import that names ``ref``'s root for removal (LibCST removes it only if unused)."""
+        root = ref
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return
+        for binding in self.module.names.bindings(root):
+            if isinstance(binding, ImportBinding):
+                statement = self.module.parent_of(binding.node)
+                if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+                    self.plan.remove_imports.add((statement.module, binding.node.name, binding.node.asname))
+                elif isinstance(statement, ast.Import) and binding.node.name != "jax" and "." not in binding.node.name:
+                    self.plan.remove_imports.add((binding.node.name, None, binding.node.asname))
+
+    def _mesh_name(self) -> str:
+        for name in ("mesh", f"{self.axis}_mesh"):
+            if self.module.free(name):
+                return name
+        raise Blocked(1, "no free module-level name for the mesh (`mesh` is taken)")
+
+    def _driver(self, edit, mesh: str) -> None:
+        inner = self.module.segment(edit.inner)
+        jax = self.namer.jax()
+        if edit.action in ("replicate", "shard"):
+            named = self.namer.sharding("NamedSharding")
+            spec = self.namer.sharding("PartitionSpec", "P")
+            if edit.action == "replicate":
+                self._replace(edit.node, f"{jax}.device_put({inner}, {named}({mesh}, {spec}()))")
+            else:
+                self._replace(edit.node, f"{jax}.make_array_from_process_local_data("
+                                         f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
+            self._drop_import(edit.node.func)
+        elif edit.action == "key":  # one key per device -> the one key they were split from
+            self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
+            self._replace(edit.node, self._atom(edit.inner, edit.node))
+            self._drop_import(edit.node.func)
+        elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
+            self._replace(edit.node, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), "
+                                     f"*{jax}.device_get({inner}))")
+            self._drop_import(edit.node.func)
+        else:  # index / unshard: the device axis is gone, the value itself is what was read
+            statement = self.module.parent_of(edit.node)
+            if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
+                    and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
+                self._delete_lines(statement)  # `x = x[0]` / `probs = probs.reshape(...)`: nothing left to do
+                return
+            self._replace(edit.node, self._atom(edit.inner, edit.node))
+            if isinstance(edit.node, ast.Call):
+                self._drop_import(edit.node.func)
+
+    def _insert_mesh(self, mesh: str, nodes: list[ast.AST]) -> None:
+        if not nodes:
+            raise Blocked(1, "no call site lays out the step's arguments")
+        top = [self._top_statement(n) for n in nodes]
+        first = min(top, key=lambda s: s.lineno)
+        decorators = getattr(first, "decorator_list", [])
+        line = min([first.lineno, *(d.lineno for d in decorators)])
+        lines = self.module.text.splitlines(keepends=True)
+        while line > 1 and lines[line - 2].lstrip().startswith("#"):
+            line -= 1
+        jax = self.namer.jax()
+        axis_type = self.namer.sharding("AxisType")
+        text = (f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({json.dumps(self.axis)},), "
+                f"axis_types=({axis_type}.Auto,))\n")
+        if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            text += "\n\n"
+        offset = self.module.src.line_starts[line - 1]
+        self.plan.edits.append(Edit(offset, offset, text))
+
+    def _top_statement(self, node: ast.AST) -> ast.stmt:
+        current = node
+        while self.module.parent_of(current) is not self.module.tree:
+            current = self.module.parent_of(current)
+        return current
+
+
+def _same_name(a: ast.expr, b: ast.expr | str) -> bool:
+    name = b if isinstance(b, str) else getattr(b, "id", None) if isinstance(b, ast.Name) else None
+    return isinstance(a, ast.Name) and a.id == name
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return "?"
+
+
+def _paren(text: str, node: ast.expr) -> str:
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.List, ast.Dict)):
+        return text
+    if isinstance(node, ast.Tuple) and text.startswith("("):
+        return text
+    return f"({text})"

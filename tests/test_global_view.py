@@ -1,0 +1,118 @@
+"""The global-view planner: fixture pairs, idempotence, blocked modules, JM101's fix chain.
+
+Regenerate the expected outputs with ``JAXMIGRATE_UPDATE_FIXTURES=1 pytest tests/test_global_view.py``
+and review the diff like code. In an ``.in.py`` a ``# blocked: <part of the reason>`` comment marks
+the line the finding must name as blocking the global view; such a module's ``.out.py`` is its
+``.in.py`` unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from jaxmigrate.lint.checker import fix_text, lint_text
+from jaxmigrate.lint.registry import all_rules
+from jaxmigrate.lint.rule import Safety
+from jaxmigrate.migrate.to_global_jit import fix, plan_global
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "to_global_jit"
+CASES = sorted(p.name.removesuffix(".in.py") for p in FIXTURES.glob("*.in.py"))
+UPDATE = os.environ.get("JAXMIGRATE_UPDATE_FIXTURES") == "1"
+BLOCKED = re.compile(r"#\s*blocked:\s*(?P<reason>.+)$")
+TARGET = (0, 10)
+JM101 = tuple(r for r in all_rules() if r.code == "JM101")
+
+
+def _blocked(source: str) -> tuple[int, str] | None:
+    marks = [(i + 1, m["reason"].strip()) for i, line in enumerate(source.splitlines()) if (m := BLOCKED.search(line))]
+    assert len(marks) <= 1
+    return marks[0] if marks else None
+
+
+def test_every_case_has_a_fixture_pair():
+    outs = sorted(p.name.removesuffix(".out.py") for p in FIXTURES.glob("*.out.py"))
+    assert CASES and outs == CASES
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture(case):
+    source = (FIXTURES / f"{case}.in.py").read_text()
+    expected = FIXTURES / f"{case}.out.py"
+    result = fix(source, set())
+    if UPDATE:
+        expected.write_text(result)
+    assert result == expected.read_text()
+    ast.parse(result)
+    assert fix(result, set()) == result, "not idempotent"
+    view = plan_global(source)
+    blocked = _blocked(source)
+    if blocked is None:
+        assert view.possible, view.blocker
+        assert result != source
+        # Nothing of pmap's left for JM101: a second --fix --unsafe-fixes changes nothing.
+        assert not [f for f in lint_text(result, "x.py", JM101, TARGET) if f.code == "JM101"]
+    else:
+        line, reason = blocked
+        assert not view.possible and result == source
+        assert (view.line, reason in view.reason) == (line, True), view.blocker
+
+
+def test_jm101_offers_the_global_view_with_the_exact_rewrite_behind_it():
+    source = (FIXTURES / "mlp.in.py").read_text()
+    (finding,) = [f for f in lint_text(source, "x.py", JM101, TARGET) if f.code == "JM101"]
+    assert finding.fix.safety is Safety.UNSAFE and "global view" in finding.fix.message
+    # Behind it, the exact rewrite: unsafe too (a module-level mesh of every device), so with safe
+    # fixes only nothing of pmap's is rewritten.
+    assert finding.fix.fallback is not None and finding.fix.fallback.safety is Safety.UNSAFE
+    assert "shard_map" in finding.fix.fallback.message
+    assert finding.to_dict()["fix"]["safety"] == "unsafe"  # JSON / SARIF show the primary fix
+
+    unsafe = fix_text(source, "x.py", JM101, TARGET, unsafe=True)
+    assert unsafe.text == (FIXTURES / "mlp.out.py").read_text()
+    safe = fix_text(source, "x.py", JM101, TARGET, unsafe=False)
+    assert safe.text == source
+
+
+def test_a_blocked_module_gets_the_exact_fix_and_the_blocking_line():
+    source = (FIXTURES / "ppermute_kept.in.py").read_text()
+    (finding,) = [f for f in lint_text(source, "x.py", JM101, TARGET) if f.code == "JM101"]
+    assert "global view not possible: line 11: `ppermute`" in finding.message
+    assert finding.fix is None or (finding.fix.fallback is None and "shard_map" in finding.fix.message)
+
+
+def test_the_rest_of_the_module_moves_with_the_step():
+    """A mixed module: the eval step is blocked, so the train step (sharing `params`) stays too."""
+    source = (FIXTURES / "mlp.in.py").read_text() + (
+        "\n\n@functools.partial(jax.pmap, axis_name='batch')\ndef evaluate(params):\n"
+        "    return jnp.mean(jax.lax.all_gather(params['w'], 'batch'))\n\n\n"
+        "def check(params):\n"
+        "    return evaluate(jax.device_put_replicated(params, jax.local_devices()))[0]\n"
+    )
+    view = plan_global(source)
+    assert not view.possible and "all_gather" in view.reason
+
+
+def test_the_global_view_runs_before_the_safe_codemods_of_its_call_sites():
+    """The driver comes first in the file, so JM302's safe codemod is reported first; the fix loop
+    still moves the module to the global view instead of rewriting `device_put_replicated` into a
+    generated helper."""
+    source = (
+        "import functools\n\nimport jax\nimport jax.numpy as jnp\n\n\n"
+        "def main(params, x):\n"
+        "    params = jax.device_put_replicated(params, jax.local_devices())\n"
+        "    x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])\n"
+        "    params = step(params, x)\n"
+        "    return jax.tree.map(lambda p: p[0], params)\n\n\n"
+        "@functools.partial(jax.pmap, axis_name='i')\n"
+        "def step(params, x):\n"
+        "    grads = jax.grad(lambda p: jnp.mean((x @ p) ** 2))(params)\n"
+        "    return params - 0.1 * jax.lax.pmean(grads, 'i')\n"
+    )
+    fixed = fix_text(source, "x.py", all_rules(), TARGET, unsafe=True)
+    assert "_device_put_replicated" not in fixed.text and "jax.device_put(params, NamedSharding(mesh, P()))" in fixed.text
+    assert "return params - 0.1 * grads\n" in fixed.text

@@ -1,0 +1,162 @@
+"""The global view keeps the meaning of pmap programs: old against GENERATED new, 8 forced CPU devices.
+
+Each ``fixtures/runtime/global_<case>/old.py`` is a pmap program whose ``main()`` returns its
+results. The new program is produced here the way a user gets it, by the checker's fix loop with
+every rule and unsafe fixes allowed (what ``jaxmigrate --fix --unsafe-fixes`` runs), never written
+by hand. Both run through the harness; the old side's leading device axis is dropped where its
+slices agree (``unreplicate="old"``). Outputs must agree, and the new program's collectives must be
+the same all-reduce traffic with nothing else added (no all-gather, no collective-permute).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxmigrate.lint.checker import fix_text
+from jaxmigrate.lint.registry import all_rules
+from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks.report import render_text
+
+pytestmark = pytest.mark.runtime
+
+RUNTIME = Path(__file__).resolve().parents[1] / "fixtures" / "runtime"
+# Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
+# the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
+LEGACY = {"global_mlp"}
+FLAX = {"global_flax_train_state"}
+CASES = sorted(p.name for p in RUNTIME.glob("global_*") if (p / "old.py").is_file())
+# Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
+# gradient, an eval step).
+PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
+          "global_eval_predictions": None, "global_flax_train_state": "['params']",
+          "global_dropout_keys": "['params']"}
+
+
+@pytest.fixture(scope="module")
+def flax_python():
+    env = make_legacy_env("0.4.30", packages=("flax==0.8.5",))
+    if env.python is None:
+        pytest.skip(f"no jax 0.4.30 + flax 0.8.5 interpreter: {env.reason}")
+    return str(env.python)
+
+
+@pytest.fixture(scope="module")
+def legacy_python():
+    env = make_legacy_env("0.4.30")
+    if env.python is None:
+        pytest.skip(f"no jax 0.4.30 interpreter: {env.reason}")
+    return str(env.python)
+
+
+def migrate(old: Path) -> str:
+    """What `jaxmigrate --fix --unsafe-fixes` writes for ``old``."""
+    result = fix_text(old.read_text(), old.name, all_rules(), (0, 10), unsafe=True)
+    assert not result.errors, result.errors
+    tree = ast.parse(result.text)
+    mentions = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert "pmap" not in mentions and "_shard_map_like_pmap" not in result.text, "not the global view"
+    assert "pmean" not in mentions, "a pmean survived"
+    return result.text
+
+
+def test_cases_exist():
+    assert {"global_mlp", "global_flax_train_state"} <= set(CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_global_view_matches_pmap(case, tmp_path, request):
+    old = RUNTIME / case / "old.py"
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    old_python = (request.getfixturevalue("legacy_python") if case in LEGACY else
+                  request.getfixturevalue("flax_python") if case in FLAX else None)
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=old_python, timeout=240)
+    assert report.equal, render_text(report)
+    entry = report.entry("main")
+    assert entry.comparison is not None and len(entry.comparison.leaves) >= 2
+    old_kinds, new_kinds = entry.old.collectives.totals, entry.new.collectives.totals
+    # Only all-reduces, as under pmap: nothing GSPMD could have added (no all-gather, no
+    # collective-permute). The gradient's all-reduce is there: at least the parameters' bytes go
+    # through all-reduces. And no more traffic than pmap's: the totals run over every module each
+    # side compiled, and JAX 0.10's pmap compiles its step again when later calls pass its own
+    # outputs (laid out differently from the first arguments), while jit compiles it once; XLA
+    # also combines per-leaf all-reduces into fewer ops, so bytes, not op counts, are compared.
+    assert set(new_kinds) == set(old_kinds) == {"all-reduce"}, render_text(report)
+    new_bytes, old_bytes = new_kinds["all-reduce"].bytes, old_kinds["all-reduce"].bytes
+    prefix = PARAMS[case]
+    gradient = 0 if prefix is None else sum(
+        math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize
+        for leaf in entry.new.outputs if leaf.path.startswith(prefix) and leaf.shape is not None)
+    assert prefix is None or gradient > 0
+    assert 0 < max(gradient, 1) <= new_bytes <= old_bytes, render_text(report)
+    assert new_kinds["all-reduce"].count <= old_kinds["all-reduce"].count, render_text(report)
+
+
+RUN_ONE_PROCESS = """
+import importlib.util, sys
+port, pid, program, out = sys.argv[1:5]
+import jax
+import numpy as np
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=int(pid))
+spec = importlib.util.spec_from_file_location("program", program)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+flat, _ = jax.tree_util.tree_flatten_with_path(module.main())
+np.savez(out, **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in flat})
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(program: Path, tmp_path: Path, label: str) -> list[dict]:
+    """Run ``program``'s main() as 2 jax.distributed processes of 2 CPU devices each."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run_one_process.py"
+    script.write_text(RUN_ONE_PROCESS)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, str(script), str(port), str(i), str(program),
+                               str(tmp_path / f"{label}{i}.npz")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+             for i in range(2)]
+    outputs = []
+    for proc in procs:
+        try:
+            log, _ = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, log[-3000:]
+    for i in range(2):
+        with np.load(tmp_path / f"{label}{i}.npz") as npz:
+            outputs.append({k: npz[k] for k in npz.files})
+    return outputs
+
+
+def test_two_processes_give_the_pmap_results(tmp_path):
+    """Each process loads different examples; pmap averages over all 4 devices of the 2 processes,
+    and so must the global view (make_array_from_process_local_data makes one global batch)."""
+    old = RUNTIME / "global_optstate_metrics" / "old.py"
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    for process in range(2):
+        assert sorted(old_out[process]) == sorted(new_out[process])
+        for key, value in old_out[process].items():
+            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
