@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from jaxmigrate.lint.rule import Edit, Finding, Fix, Safety
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.lint.findings import Finding, Fix, Safety
 
 CACHE_DIR = ".jaxmigrate_cache"
 FORMAT = 2

@@ -17,12 +17,19 @@ from jaxmigrate import cache as cache_module
 from jaxmigrate import workers
 from jaxmigrate.config import Settings
 from jaxmigrate.files import (
-    NOTEBOOK_SUFFIX, Discovery, FileChanged, SourceError, SourceFile, decode, encode,
-    remove_abandoned_temp_files, write_atomic,
+    NOTEBOOK_SUFFIX,
+    Discovery,
+    FileChanged,
+    SourceError,
+    SourceFile,
+    decode,
+    encode,
+    remove_abandoned_temp_files,
+    write_atomic,
 )
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import fix_text, lint_text
-from jaxmigrate.lint.rule import Finding, Safety
+from jaxmigrate.lint.findings import Finding, Safety
 from jaxmigrate.notebooks import Notebook, NotebookError
 
 # Below this many files a pool costs more to start than it saves. Checking a file takes about

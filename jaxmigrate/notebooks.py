@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 
-from jaxmigrate.lint.rule import Finding
+from jaxmigrate.lint.findings import Finding
 
 _BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the findings count lines (lint/context.py)

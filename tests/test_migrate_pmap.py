@@ -44,18 +44,18 @@ def test_fixture(case):
     for site in result.sites:
         marker = KEPT.search(lines[site.line - 1])
         if marker:
-            assert not site.rewritten, site
+            assert not site.rewritable, site
             assert marker["reason"].strip() in site.reason, site
         else:
-            assert site.rewritten, site
+            assert site.rewritable, site
     kept_lines = {i + 1 for i, line in enumerate(lines) if KEPT.search(line)}
-    assert kept_lines <= {s.line for s in result.sites if not s.rewritten}
-    if not any(s.rewritten for s in result.sites):
+    assert kept_lines <= {s.line for s in result.sites if not s.rewritable}
+    if not any(s.rewritable for s in result.sites):
         assert result.text == source
 
     again = rewrite_module(result.text)
     assert again.text == result.text, "not idempotent"
-    assert not any(s.rewritten for s in again.sites)
+    assert not any(s.rewritable for s in again.sites)
 
 
 def _rewrite(code: str):
@@ -81,7 +81,7 @@ def test_untouched(code):
 def test_only_rewrites_the_selected_sites_and_reuses_the_mesh():
     code = "import jax\n\na = jax.pmap(f, 'i')\nb = jax.pmap(g, 'i')\n"
     first = rewrite_module(code, only={(3, 5)})
-    assert [s.rewritten for s in first.sites] == [True, False]
+    assert [s.rewritable for s in first.sites] == [True, False]
     assert first.sites[1].reason == "not selected"
     assert "b = jax.pmap(g, 'i')" in first.text
     # The second pass finds the mesh the first one wrote, and uses it rather than making another.
@@ -95,7 +95,7 @@ def test_only_rewrites_the_selected_sites_and_reuses_the_mesh():
 def test_positions_count_characters_not_bytes():
     code = 'import jax\n\nx = ("é", jax.pmap(f, "i"))\n'
     result = rewrite_module(code)
-    assert [(s.line, s.column, s.rewritten) for s in result.sites] == [(3, 11, True)]
+    assert [(s.line, s.column, s.rewritable) for s in result.sites] == [(3, 11, True)]
     assert 'x = ("é", jax.jit(jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("i"),' in _unbroken(result.text)
 
 
@@ -169,7 +169,7 @@ def test_static_arguments_are_jits_and_pass_shard_map_and_vmap_untouched():
 )
 def test_calls_with_keyword_arguments_block_the_rewrite(code):
     (site,) = rewrite_module(code).sites
-    assert not site.rewritten and "keyword arguments" in site.reason
+    assert not site.rewritable and "keyword arguments" in site.reason
 
 
 def test_jax_bound_to_something_else_blocks_the_rewrite():
@@ -214,7 +214,7 @@ def test_an_axis_name_read_from_another_module_is_spelled_as_written():
 )
 def test_an_axis_name_that_may_differ_at_module_level_blocks_the_rewrite(code):
     (site,) = rewrite_module(code).sites
-    assert not site.rewritten and "`axis_name=`" in site.reason
+    assert not site.rewritable and "`axis_name=`" in site.reason
 
 
 def test_a_multi_line_call_keeps_its_own_continuation_indent():

@@ -13,9 +13,11 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
+from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.context import FileContext
-from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
+from jaxmigrate.lint.findings import Finding, Fix, Safety
+from jaxmigrate.lint.rule import Rule
 
 MAX_FIX_PASSES = 10
 
@@ -111,7 +113,7 @@ def _run_rules(ctx: FileContext, rules: list[Rule]) -> list[Finding]:
     A rule that raises loses its findings for this file and becomes a JM001; the others go on."""
     crashed: dict[str, BaseException] = {}
     for rule in rules:
-        ctx.rule = rule
+        ctx.code = rule.code
         try:
             methods = {getattr(ast, t): getattr(rule, m) for t, m in rule.visited_types().items()}
             if len(methods) == 1:

@@ -6,9 +6,10 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.core.source import SourceText
-from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
+from jaxmigrate.lint.findings import Finding, Fix, Safety
 from jaxmigrate.names import NameResolver
 
 
@@ -42,7 +43,7 @@ class FileContext:
     tree: ast.Module
     target_jax: tuple[int, int]
     findings: list[Finding] = field(default_factory=list)
-    rule: Rule | None = None  # the rule currently running, set by the engine
+    code: str | None = None  # the code of the rule running now, set by the checker
     # The JAX the code was written for (`from-jax`, or the project's pin); None: not known.
     from_jax: tuple[int, int] | None = None
 
@@ -119,7 +120,7 @@ class FileContext:
         end_line, end_column = self.source.position(end)
         self.findings.append(
             Finding(
-                code=code or self.rule.code,
+                code=code or self.code,
                 message=message,
                 path=self.path,
                 line=line,

@@ -1,4 +1,4 @@
-"""The vocabulary every rule speaks: Rule, Finding, Fix, Edit, Safety and the rule's own examples.
+"""A rule: the base class every rule is, and the VALID / INVALID examples it carries.
 
 Rules work on the standard library's ``ast`` rather than on a LibCST tree: a LibCST parse of a large
 tree costs ~20x an ``ast`` parse, and detection is the hot path of every pre-commit and CI run.
@@ -9,102 +9,16 @@ fix survive untouched; the whole-module codemods in ``jaxmigrate.migrate`` produ
 from __future__ import annotations
 
 import ast
-import enum
 import inspect
 import textwrap
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Collection, Iterable
+from dataclasses import dataclass
+from typing import ClassVar, Iterable
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.lint.context import FileContext
+from jaxmigrate.lint.findings import Finding, Fix, Safety
 
-if TYPE_CHECKING:
-    from jaxmigrate.lint.context import FileContext
-
-
-class Safety(str, enum.Enum):
-    """How much a fix may be trusted to keep the program's meaning."""
-
-    SAFE = "safe"
-    # May change numerics, RNG streams, collectives or device placement: applied only on request.
-    UNSAFE = "unsafe"
-
-
-@dataclass(frozen=True)
-class Fix:
-    """A fix is either text edits, or a whole-module codemod named ``"module:function"``.
-
-    A codemod is called as ``function(text, sites) -> new_text`` where ``sites`` holds the
-    (line, column) of every finding whose fix is being applied in this pass, so it rewrites those
-    and nothing the user suppressed. Codemods let a fix add imports and module-level helpers, and
-    they run only when fixing: detection never pays for a LibCST parse.
-
-    ``fallback`` is the fix to use instead when this one is not allowed (an unsafe fix without
-    ``--unsafe-fixes``) or was rejected: JM101 offers the global view (unsafe) with the exact
-    rewrite (safe) behind it. Reports (JSON, SARIF) show the fix itself, the first of the chain.
-    """
-
-    safety: Safety
-    message: str
-    edits: tuple[Edit, ...] = ()
-    codemod: str | None = None
-    fallback: "Fix | None" = None
-
-    def __post_init__(self) -> None:
-        if bool(self.edits) == bool(self.codemod):
-            raise ValueError("a fix has either edits or a codemod, not both and not neither")
-        spans = sorted(self.edits)
-        for before, after in zip(spans, spans[1:]):
-            if after.start < before.end:
-                raise ValueError(f"overlapping edits in one fix: {before} and {after}")
-
-    def allowed(self, safeties: Collection[Safety]) -> "Fix | None":
-        """The first fix of the chain (this one, its fallback, ...) of one of these safeties."""
-        fix: Fix | None = self
-        while fix is not None and fix.safety not in safeties:
-            fix = fix.fallback
-        return fix
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One reported problem. Lines and columns are 1-based; columns count characters."""
-
-    code: str
-    message: str
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    fix: Fix | None = None
-    # For notebooks: the 1-based cell number; line and end_line then count within that cell.
-    cell: int | None = None
-
-    @property
-    def location(self) -> str:
-        """``path:line:col``, or ``path:cell N:line:col`` in a notebook."""
-        cell = f"cell {self.cell}:" if self.cell is not None else ""
-        return f"{self.path}:{cell}{self.line}:{self.column}"
-
-    @property
-    def sort_key(self) -> tuple:
-        return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
-
-    def to_dict(self) -> dict:
-        cell = {} if self.cell is None else {"cell": self.cell}
-        return {
-            "code": self.code,
-            "message": self.message,
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
-            "fix": None
-            if self.fix is None
-            else {"safety": self.fix.safety.value, "message": self.fix.message},
-            **cell,
-        }
+__all__ = ["Edit", "Finding", "Fix", "Invalid", "Rule", "Safety", "Valid"]
 
 
 @dataclass(frozen=True)
@@ -132,15 +46,6 @@ class Valid:
         object.__setattr__(self, "code", textwrap.dedent(self.code).lstrip("\n"))
 
 
-@dataclass
-class _Reported:
-    node: ast.AST
-    message: str
-    fix: Fix | None = None
-    code: str | None = None
-    extra: dict = field(default_factory=dict)
-
-
 class Rule:
     """Base class of every rule.
 
@@ -165,7 +70,7 @@ class Rule:
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
 
-    def check_module(self, ctx: "FileContext") -> Iterable[None] | None:  # pragma: no cover
+    def check_module(self, ctx: FileContext) -> Iterable[None] | None:  # pragma: no cover
         """Whole-module analysis; override when node-by-node visiting does not fit."""
         return None
 

@@ -16,8 +16,8 @@ from typing import ClassVar
 
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
+from jaxmigrate.lint.findings import Fix, Safety
 from jaxmigrate.lint.legacy import describe
-from jaxmigrate.lint.rule import Fix, Safety
 
 
 class SiteFixes:

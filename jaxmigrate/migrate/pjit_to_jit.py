@@ -33,7 +33,7 @@ from jaxmigrate.migrate._pjit_sites import PjitSite, plan_pjit
 from jaxmigrate.core.module import parse_module
 from jaxmigrate.migrate._plan import Plan, apply
 
-__all__ = ["PjitSite", "analyse_pjit", "fix_safe", "fix_unsafe", "rewrite_pjit"]
+__all__ = ["PjitSite", "analyse_pjit", "fix_safe", "fix_unsafe", "plan_pjit", "rewrite_pjit"]
 
 
 def analyse_pjit(text: str) -> list[PjitSite]:

@@ -43,18 +43,9 @@ from dataclasses import dataclass
 from jaxmigrate.migrate._pmap_render import Rewriter
 from jaxmigrate.migrate._pmap_sites import Application, Planner
 from jaxmigrate.core.module import parse_module
-from jaxmigrate.migrate._plan import Plan, Unprovable, apply
+from jaxmigrate.migrate._plan import Plan, Site, Unprovable, apply
 
-
-@dataclass(frozen=True)
-class Site:
-    """One application of ``jax.pmap``: where its ``jax.pmap`` is named (1-based line, 1-based
-    character column, as findings count them), and whether it was rewritten or why not."""
-
-    line: int
-    column: int
-    rewritten: bool
-    reason: str | None = None
+__all__ = ["Application", "PmapMigration", "Planner", "Site", "fix", "fix_mentions", "rewrite_module"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +55,7 @@ class PmapMigration:
 
     @property
     def changed(self) -> bool:
-        return any(site.rewritten for site in self.sites)
+        return any(site.rewritable for site in self.sites)
 
 
 def rewrite_module(source: str, only: Collection[tuple[int, int]] | None = None) -> PmapMigration:

@@ -50,10 +50,9 @@ import ast
 import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.module import parse_module
+from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
 from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
@@ -83,12 +82,19 @@ class GlobalView:
         return f"line {self.line}: {self.reason}" if self.line else str(self.reason)
 
 
-@lru_cache(maxsize=4)
-def plan_global(text: str) -> GlobalView:
-    module = parse_module(text)
+def plan_global(source: ParsedModule | str) -> GlobalView:
+    """The global view of a module (the lint context's, or text parsed): its plan, or what blocks it.
+    Planned once per module, however many findings and fixes ask."""
+    module = as_module(source)
     if module is None:
         return GlobalView(reason="the module does not parse")
-    apps = Planner(text, module.tree).applications()
+    if "global_view" not in module.shared:
+        module.shared["global_view"] = _plan_global(module)
+    return module.shared["global_view"]
+
+
+def _plan_global(module: ParsedModule) -> GlobalView:
+    apps = Planner(module.text, module.tree, module=module).applications()
     view = GlobalView(apps)
     if not apps:
         view.reason = "no pmap in this module"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
-from jaxmigrate.lint.rule import Finding, Safety
+from jaxmigrate.lint.findings import Finding, Safety
 
 
 @dataclass

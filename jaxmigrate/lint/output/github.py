@@ -13,9 +13,9 @@ import os
 from typing import TextIO
 
 from jaxmigrate.lint import registry
+from jaxmigrate.lint.findings import Finding
 from jaxmigrate.lint.output import Report
 from jaxmigrate.lint.output.summary import fix_applies, plural, summary_line
-from jaxmigrate.lint.rule import Finding
 
 # Longer tables go inside a <details> block so the summary page stays readable.
 COLLAPSE_AFTER = 20

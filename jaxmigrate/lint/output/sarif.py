@@ -28,10 +28,11 @@ from typing import TextIO
 from urllib.parse import quote
 
 import jaxmigrate
-from jaxmigrate.lint import registry
+from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.source import SourceText
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.findings import Finding, Fix
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.rule import Edit, Finding, Fix
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "jaxmigrate/v1"

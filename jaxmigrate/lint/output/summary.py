@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from jaxmigrate.lint.findings import Finding, Safety
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.rule import Finding, Safety
 
 
 def plural(count: int, noun: str) -> str:

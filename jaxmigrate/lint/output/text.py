@@ -20,12 +20,12 @@ from rich.cells import cell_len
 from rich.control import strip_control_codes
 from rich.text import Text
 
-from jaxmigrate.lint import registry
 from jaxmigrate.core.source import SourceText
+from jaxmigrate.lint import registry
+from jaxmigrate.lint.findings import Finding, Safety
 from jaxmigrate.lint.output import Report
 from jaxmigrate.lint.output.console import Console
 from jaxmigrate.lint.output.summary import fix_applies, summary_line
-from jaxmigrate.lint.rule import Finding, Safety
 
 TAB_SIZE = 4
 

@@ -9,7 +9,7 @@ from jaxmigrate.lint.legacy import LegacyNameRule, describe
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 
 if TYPE_CHECKING:
-    from jaxmigrate.migrate._pjit_sites import PjitSite
+    from jaxmigrate.migrate.pjit_to_jit import PjitSite
 
 CODEMOD = "jaxmigrate.migrate.pjit_to_jit:fix_{}"
 
@@ -193,7 +193,7 @@ class LegacyPjit(LegacyNameRule):
         if self._sites is None:
             # Imported here, once a file mentions pjit: the planner (ast only, no LibCST) and the
             # mesh analysis it shares with the sharding codemods would cost every run ~25 ms.
-            from jaxmigrate.migrate._pjit_sites import plan_pjit
+            from jaxmigrate.migrate.pjit_to_jit import plan_pjit
             from jaxmigrate.migrate._plan import Plan
 
             self._sites = plan_pjit(ctx.module, Plan())

@@ -5,7 +5,7 @@ from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 # The planner is ast-only: deciding what is provable costs no LibCST parse on the check path.
-from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate.pmap_to_shard_map import Application, Planner
 from jaxmigrate.migrate.to_global_jit import plan_global
 
 CODEMOD = "jaxmigrate.migrate.pmap_to_shard_map:fix_mentions"
@@ -120,8 +120,8 @@ class LegacyPmap(LegacyNameRule):
                 "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a module-level mesh",
                 codemod=CODEMOD,
             )
-        if self._applications(node, ctx) and plan_global(ctx.text).possible:
-            notes = "".join(f"; {note}" for note in plan_global(ctx.text).notes)
+        if self._applications(node, ctx) and plan_global(ctx.module).possible:
+            notes = "".join(f"; {note}" for note in plan_global(ctx.module).notes)
             return Fix(Safety.UNSAFE, "move the module's pmapped steps and their call sites to the global view "
                        "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)" + notes,
                        codemod=GLOBAL_CODEMOD, fallback=exact)
@@ -133,7 +133,7 @@ class LegacyPmap(LegacyNameRule):
         kept = sorted({app.reason for app in apps if app.reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
-        view = plan_global(ctx.text) if apps else None
+        view = plan_global(ctx.module) if apps else None
         if view is not None and not view.possible:
             message += f"; global view not possible: {view.blocker}"
         fix = self.fix_for(symbol, node, ctx)
@@ -150,7 +150,7 @@ class LegacyPmap(LegacyNameRule):
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""
         if self._by_mention is None:
-            planner = self._planner = Planner(ctx.text, ctx.tree, names=ctx.names)
+            planner = self._planner = Planner(ctx.text, ctx.tree, module=ctx.module)
             self._by_mention = {}
             for app in planner.applications():
                 for origin in planner.resolver.mentions(app.ref):
