@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmigrate.lint.checker import fix_text
+from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.runtime_checks import make_legacy_env, verify
 from jaxmigrate.runtime_checks.report import render_text
@@ -29,7 +29,11 @@ def flax_python():
 
 def test_fixed_program_matches_flax(tmp_path, flax_python):
     rules = tuple(r for r in all_rules() if r.code == "JM102")
-    fixed = fix_text(OLD.read_text(), "old.py", rules, (0, 10))
+    # replicate(params) may hold weakly typed leaves (the numpy placement makes them strong): an
+    # unsafe fix; unreplicate is flax's own body, a safe one.
+    findings = lint_text(OLD.read_text(), "old.py", rules, (0, 10))
+    assert sorted(f.fix.safety.value for f in findings) == ["safe", "safe", "unsafe", "unsafe"], findings
+    fixed = fix_text(OLD.read_text(), "old.py", rules, (0, 10), unsafe=True)
     assert fixed.fixed == 4 and not fixed.findings and not fixed.errors, fixed.findings
     assert "flax" not in {
         (n.module or "").partition(".")[0] for n in ast.walk(ast.parse(fixed.text)) if isinstance(n, ast.ImportFrom)
