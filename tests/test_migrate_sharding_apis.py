@@ -202,16 +202,18 @@ def test_placements_are_safe_only_where_every_leaf_is_provably_strong(code, safe
         assert f"; the fix is unsafe: " in finding.message and why in finding.message
 
 
-def test_multi_process_modules_replicating_onto_devices_not_known_local_are_unsafe():
+def test_multi_process_modules_placing_onto_devices_not_known_local_are_unsafe():
     source = (FIXTURES / "device_put_multiprocess.in.py").read_text()
     findings = _fixes(source)
     assert findings[(9, "JM302")].fix.safety.value == "safe"  # jax.local_devices(): process-local, as before
-    everywhere = findings[(10, "JM302")]
-    assert everywhere.fix.safety.value == "unsafe"
-    assert "runs as several processes (`jax.distributed.initialize` at line 7)" in everywhere.message
-    assert "each process's own value on its own devices" in everywhere.message
-    assert findings[(11, "JM302")].fix.safety.value == "safe"  # device_put_sharded holds (measured)
-    # The same replication in a single-process module is safe.
+    for line in (10, 11):  # onto jax.devices(): device_put checks that every process passes the same value
+        finding = findings[(line, "JM302")]
+        assert finding.fix.safety.value == "unsafe"
+        assert "runs as several processes (`jax.distributed.initialize` at line 7)" in finding.message
+        assert "checks that every process passes the same value" in finding.message
+    assert "copied this process's value onto them" in findings[(10, "JM302")].message
+    assert "from each process's own list" in findings[(11, "JM302")].message
+    # The same placements in a single-process module are safe.
     single = source.replace("jax.distributed.initialize()", "")
     assert all(f.fix.safety.value == "safe" for f in _fixes(single).values())
 

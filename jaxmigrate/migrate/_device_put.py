@@ -29,12 +29,12 @@ leaf is provably strong (numpy values), unsafe elsewhere with that reason.
 
 Several processes: ``devices`` naming only this process's devices (``jax.local_devices()``, a
 slice of it, a name bound to one) gives a process-local array, as before. In a module that shows
-multi-process use (``Planner.multi_process``), a replication onto devices not provably local is
-unsafe: ``device_put_replicated`` copied this process's value onto other processes' devices (a
-cross-host transfer; CPU backends refuse it), the placement puts each process's own value on its
-own devices, the same only when every process replicates the same value.
-``device_put_sharded`` onto all devices holds: both place, from each process's own list, the
-shards of its own devices (measured, 2 processes x 2 devices).
+multi-process use (``Planner.multi_process``), a placement onto devices not provably local is
+unsafe: ``jax.device_put`` of a host value onto other processes' devices first checks that every
+process passes the same value (a collective: it waits for every process and raises when they
+differ), where ``device_put_sharded`` placed, from each process's own list, the shards of its own
+devices, and ``device_put_replicated`` copied this process's value onto the others' devices (a
+cross-host transfer; CPU backends refuse it). Measured with 2 processes x 2 devices.
 """
 
 from __future__ import annotations
@@ -204,20 +204,26 @@ class _Placements:
         text = f"{jax}.device_put({jax}.tree.map({broadcast}, {self.argument(tree)}), {self.sharding(text)})"
         reasons = [] if _strong(module, tree) else [WEAK_TYPES]
         if not local and self.multi_process:
-            reasons.append(
-                f"this module runs as several processes ({self.multi_process}) and the devices may include other "
-                "processes' devices: device_put_replicated copied this process's value onto them, the placement "
-                "puts each process's own value on its own devices (the same only when every process "
-                "replicates the same value)")
+            reasons.append(self.other_processes("device_put_replicated copied this process's value onto them"))
         return _Call(text, "; ".join(reasons) or None)
 
-    def sharded(self, shards: ast.expr, devices: str) -> _Call:
+    def other_processes(self, before: str) -> str:
+        return (f"this module runs as several processes ({self.multi_process}) and the devices may include other "
+                f"processes' devices: {before}, while `jax.device_put` of a host value onto them first checks "
+                "that every process passes the same value (a collective: it waits for every process, and "
+                "raises when the values differ)")
+
+    def sharded(self, shards: ast.expr, devices: ast.expr) -> _Call:
         np, jax = self.namer.numpy(), self.namer.jax()
         text = (f"{jax}.device_put({jax}.tree.map(lambda *xs: {np}.stack(xs), *{self.argument(shards, True)}), "
-                f"{self.sharding(devices)})")
+                f"{self.sharding(self.argument(devices))})")
         strong = isinstance(shards, (ast.List, ast.Tuple)) and all(_strong(self.module, e) for e in shards.elts) or (
             isinstance(shards, (ast.ListComp, ast.GeneratorExp)) and _strong(self.module, shards.elt))
-        return _Call(text, None if strong else WEAK_TYPES)
+        reasons = [] if strong else [WEAK_TYPES]
+        if self.multi_process and not _local(self.module, devices):
+            reasons.append(self.other_processes(
+                "device_put_sharded placed, from each process's own list, the shards of its own devices"))
+        return _Call(text, "; ".join(reasons) or None)
 
     def sharding(self, devices: str) -> str:
         named, mesh = self.namer.sharding("NamedSharding"), self.namer.sharding("Mesh")
@@ -249,7 +255,7 @@ def _device_put_call(placements: _Placements, call: ast.Call, qual: str) -> _Cal
         raise Unprovable("missing arguments")
     first = given[_PARAMS[qual][0]]
     if qual == _SHARDED:
-        return placements.sharded(first, placements.argument(given["devices"]))
+        return placements.sharded(first, given["devices"])
     return placements.replicated(first, given["devices"], placements.devices(given["devices"], call))
 
 

@@ -40,13 +40,15 @@ class LegacyDevicePut(SiteFixes, LegacyNameRule):
     one device first (`jnp.stack`) or compiling per call (a jitted broadcast).
 
     Several processes: onto `jax.local_devices()` (or a slice of it, or a name bound to one) the
-    result is this process's array, as before. In a module that shows multi-process use
-    (`jax.process_index`, `jax.distributed`, `multihost_utils`, ...), `device_put_replicated` onto
-    devices not known to be local is unsafe: it copied this process's value onto other processes'
-    devices, the placement puts each process's own value on its own devices. `device_put_sharded`
-    holds (each process places the shards of its own devices from its own list, as before; run
-    with 2 processes x 2 devices in the test suite). The devices expression is written twice, so
-    one that may not give the same list twice (a call of your own) is kept: bind it to a name.
+    result is this process's array, as before (run with 2 processes x 2 devices in the test
+    suite). In a module that shows multi-process use (`jax.process_index`, `jax.distributed`,
+    `multihost_utils`, ...), a placement onto devices not known to be local is unsafe: there
+    `jax.device_put` of a host value first checks that every process passes the same value (a
+    collective: it waits for every process and raises when they differ), where
+    `device_put_sharded` placed each process's own shards and `device_put_replicated` copied this
+    process's value onto the other processes' devices. The devices expression is written twice by
+    the replicated form, so one that may not give the same list twice (a call of your own) is
+    kept: bind it to a name.
 
     ## References
     - [Drop-in replacements](https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements)
