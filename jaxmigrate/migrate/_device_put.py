@@ -201,7 +201,7 @@ class _Placements:
         names = set() if devices is None else {n.id for n in ast.walk(devices) if isinstance(n, ast.Name)}
         leaf = next(n for n in ("x", "leaf", "value", "a") if n not in names and n != np)
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
-        text = f"{jax}.device_put({jax}.tree.map({broadcast}, {self.argument(tree)}), {self.sharding(text)})"
+        text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", self.sharding(text))
         reasons = [] if _strong(module, tree) else [WEAK_TYPES]
         if not local and self.multi_process:
             reasons.append(self.other_processes("device_put_replicated copied this process's value onto them"))
@@ -215,8 +215,8 @@ class _Placements:
 
     def sharded(self, shards: ast.expr, devices: ast.expr) -> _Call:
         np, jax = self.namer.numpy(), self.namer.jax()
-        text = (f"{jax}.device_put({jax}.tree.map(lambda *xs: {np}.stack(xs), *{self.argument(shards, True)}), "
-                f"{self.sharding(self.argument(devices))})")
+        stacked = f"{jax}.tree.map(lambda *xs: {np}.stack(xs), *{self.argument(shards, True)})"
+        text = self.device_put(shards, stacked, self.sharding(self.argument(devices)))
         strong = isinstance(shards, (ast.List, ast.Tuple)) and all(_strong(self.module, e) for e in shards.elts) or (
             isinstance(shards, (ast.ListComp, ast.GeneratorExp)) and _strong(self.module, shards.elt))
         reasons = [] if strong else [WEAK_TYPES]
@@ -224,6 +224,20 @@ class _Placements:
             reasons.append(self.other_processes(
                 "device_put_sharded placed, from each process's own list, the shards of its own devices"))
         return _Call(text, "; ".join(reasons) or None)
+
+    def device_put(self, value: ast.expr, tree: str, sharding: str) -> str:
+        """``jax.device_put(tree, sharding)``; one argument a line when the user's ``value`` spans
+        lines (its own lines kept as they are): a formatter breaks no bracket holding those."""
+        jax = self.namer.jax()
+        if "\n" not in tree:
+            return f"{jax}.device_put({tree}, {sharding})"
+        call = self.module.parent_of(value)  # the legacy call (value is one of its arguments)
+        while not isinstance(call, ast.Call):
+            call = self.module.parent_of(call)
+        first = self.module.src.line(call.lineno)
+        outer = first[:len(first) - len(first.lstrip())]
+        inner = outer + self.module.indent
+        return f"{jax}.device_put(\n{inner}{tree},\n{inner}{sharding},\n{outer})"
 
     def sharding(self, devices: str) -> str:
         named, mesh = self.namer.sharding("NamedSharding"), self.namer.sharding("Mesh")
