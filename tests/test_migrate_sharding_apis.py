@@ -247,6 +247,8 @@ def test_the_device_count_is_spelled_as_the_device_list_allows():
     assert "(2, *np.shape(x))" in rewritten("[d0, d1]")
     # The lambda's parameter never shadows a name the devices expression reads.
     assert "lambda leaf: np.broadcast_to(leaf, (len(x), *np.shape(leaf)))" in rewritten("x")
+    aliased = rewrite_legacy_device_put("import jax as x\ny = x.device_put_replicated(v, x.local_devices())\n")
+    assert "lambda leaf: " in aliased and "(x.local_device_count(), *np.shape(leaf))" in aliased
     # `len` rebound somewhere: the count cannot be written with it.
     shadowed = "import jax\nlen = 3\ny = jax.device_put_replicated(v, devs)\n"
     (site,) = analyse_legacy_device_put(shadowed)

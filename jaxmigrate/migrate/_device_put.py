@@ -199,7 +199,7 @@ class _Placements:
             count = f"len({text})"
         np = self.namer.numpy()
         names = set() if devices is None else {n.id for n in ast.walk(devices) if isinstance(n, ast.Name)}
-        leaf = next(n for n in ("x", "leaf", "value", "a") if n not in names and n != np)
+        leaf = next(n for n in ("x", "leaf", "value", "a") if n not in names | {np, jax.partition(".")[0]})
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
         text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", self.sharding(text))
         reasons = [] if _strong(module, tree) else [WEAK_TYPES]
@@ -279,10 +279,9 @@ def _flax_call(placements: _Placements, call: ast.Call, qual: str) -> _Call:
     given = placements.arguments(call, params)
     if "tree" not in given:
         raise Unprovable("unexpected arguments")
-    jax = placements.namer.jax()
-    tree = module.segment(given["tree"])
     if qual.endswith(".unreplicate"):
-        return _Call(f"{jax}.tree.map(lambda x: x[0], {tree})", None)
+        jax = placements.namer.jax()
+        return _Call(f"{jax}.tree.map(lambda x: x[0], {placements.argument(given['tree'])})", None)
     devices = given.get("devices")
     if devices is None or (isinstance(devices, ast.Constant) and devices.value is None):
         return placements.replicated(given["tree"], None, True)
