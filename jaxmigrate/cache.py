@@ -16,7 +16,7 @@ from jaxmigrate.core.edits import Edit
 from jaxmigrate.lint.findings import Finding, Fix, Safety
 
 CACHE_DIR = ".jaxmigrate_cache"
-FORMAT = 2
+FORMAT = 3  # 3: a fix records its fallback and whether it rewrites the whole module
 MAX_STALE = 5000
 
 
@@ -98,7 +98,7 @@ def _plain_fix(fix: Fix | None) -> list | None:
     if fix is None:
         return None
     return [fix.safety.value, fix.message, [[e.start, e.end, e.content] for e in fix.edits], fix.codemod,
-            _plain_fix(fix.fallback)]
+            _plain_fix(fix.fallback), fix.whole_module]
 
 
 def _finding(item: list, path: str) -> Finding:
@@ -116,8 +116,8 @@ def _fix(fix: list | None) -> Fix | None:
     """The fix an entry holds (with the fallback behind it), checked as ``_finding`` checks."""
     if fix is None:
         return None
-    safety, message, edits, codemod, *rest = fix
-    if not isinstance(message, str) or not isinstance(edits, list) or len(rest) > 1:
+    safety, message, edits, codemod, fallback, whole_module = fix
+    if not isinstance(message, str) or not isinstance(edits, list) or not isinstance(whole_module, bool):
         raise ValueError("not a fix")
     # Only a name of this package: --fix imports a codemod by its name.
     if codemod is not None and not (isinstance(codemod, str) and codemod.startswith("jaxmigrate.")):
@@ -127,7 +127,7 @@ def _fix(fix: list | None) -> Fix | None:
         if not (_natural(start) and _natural(end) and start <= end and isinstance(content, str)):
             raise ValueError("not an edit")
         checked.append(Edit(start, end, content))
-    return Fix(Safety(safety), message, tuple(checked), codemod, _fix(rest[0] if rest else None))
+    return Fix(Safety(safety), message, tuple(checked), codemod, _fix(fallback), whole_module)
 
 
 def _natural(value) -> bool:

@@ -97,10 +97,10 @@ def test_the_rest_of_the_module_moves_with_the_step():
     assert not view.possible and "all_gather" in view.reason
 
 
-def test_the_global_view_runs_before_the_safe_codemods_of_its_call_sites():
-    """The driver comes first in the file, so JM302's safe codemod is reported first; the fix loop
-    still moves the module to the global view instead of rewriting `device_put_replicated` into a
-    generated helper."""
+def test_the_global_view_runs_before_the_site_codemods_of_its_call_sites():
+    """The driver comes first in the file, so JM302's codemod is reported first; the fix loop still
+    moves the module to the global view (a whole-module codemod goes first) instead of rewriting
+    `device_put_replicated` into a placement that keeps the device axis."""
     source = (
         "import functools\n\nimport jax\nimport jax.numpy as jnp\n\n\n"
         "def main(params, x):\n"
@@ -114,5 +114,5 @@ def test_the_global_view_runs_before_the_safe_codemods_of_its_call_sites():
         "    return params - 0.1 * jax.lax.pmean(grads, 'i')\n"
     )
     fixed = fix_text(source, "x.py", all_rules(), TARGET, unsafe=True)
-    assert "_device_put_replicated" not in fixed.text and "jax.device_put(params, NamedSharding(mesh, P()))" in fixed.text
+    assert "broadcast_to" not in fixed.text and "jax.device_put(params, NamedSharding(mesh, P()))" in fixed.text
     assert "return params - 0.1 * grads\n" in fixed.text

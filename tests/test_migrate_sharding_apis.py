@@ -101,7 +101,7 @@ def test_only_the_selected_site_is_rewritten():
     )
     out = rewrite_legacy_device_put(text, frozenset({(3, 5)}))
     assert "a = jax.device_put_replicated(1.0" in out
-    assert "b = _device_put_replicated(2.0" in out
+    assert re.search(r"b = jax.device_put\(\s+jax.tree.map\(", out)
     assert rewrite_legacy_device_put(text, frozenset()) == text
 
 
@@ -153,7 +153,124 @@ def test_kept_sites_say_why_in_the_finding():
     assert findings and all("; not rewritten: " in f.message and f.fix is None for f in findings)
 
 
-def test_only_the_replication_helpers_are_safe_fixes():
+def test_only_the_replication_placements_can_be_safe_fixes():
     rules = {r.code: r for r in all_rules()}
     assert {rules[c].fixable.value for c in ("JM102", "JM302")} == {"safe"}
     assert {rules[c].fixable.value for c in ("JM301", "JM307", "JM308")} == {"unsafe"}
+
+
+# -- device_put_replicated / device_put_sharded / flax replicate: placements, safe where exact ----
+
+REPLICATION = (r for r in all_rules() if r.code in ("JM102", "JM302"))
+PLACEMENT_RULES = tuple(REPLICATION)
+
+
+def _fixes(source):
+    return {(f.line, f.code): f for f in lint_text(source, "m.py", PLACEMENT_RULES, TARGET)}
+
+
+@pytest.mark.parametrize(
+    ("code", "safety", "why"),
+    [
+        # numpy leaves are never weakly typed: the placement is exactly device_put_replicated.
+        pytest.param("x = jax.device_put_replicated(np.zeros(3), jax.local_devices())", "safe", None,
+                     id="numpy leaves"),
+        pytest.param("x = jax.device_put_sharded([np.ones(2), np.zeros(2)], jax.local_devices()[:2])", "safe",
+                     None, id="sharded numpy shards"),
+        pytest.param("x = jax.device_put_replicated({'a': jnp.zeros(3), 'b': (np.int32(1),)}, devs)", "safe",
+                     None, id="strong jnp constructors in a dict"),
+        # A Python scalar (or anything not known) may be weakly typed, a typed key cannot go through numpy.
+        pytest.param("x = jax.device_put_replicated(1.0, jax.local_devices())", "unsafe", "weakly typed",
+                     id="python scalar"),
+        pytest.param("x = jax.device_put_replicated(state, jax.local_devices())", "unsafe", "typed PRNG keys",
+                     id="unknown tree"),
+        pytest.param("x = jax.device_put_sharded(batches, jax.local_devices())", "unsafe", "weakly typed",
+                     id="sharded unknown shards"),
+        pytest.param("x = jax_utils.replicate(np.zeros(2))", "safe", None, id="flax replicate of numpy"),
+        pytest.param("x = jax_utils.replicate(state)", "unsafe", "weakly typed", id="flax replicate"),
+        pytest.param("x = jax_utils.unreplicate(state)", "safe", None, id="flax unreplicate"),
+    ],
+)
+def test_placements_are_safe_only_where_every_leaf_is_provably_strong(code, safety, why):
+    source = ("import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom flax import jax_utils\n"
+              "devs = jax.local_devices()\n" + code + "\n")
+    (finding,) = _fixes(source).values()
+    assert finding.fix is not None and finding.fix.safety.value == safety
+    if why is None:
+        assert "unsafe" not in finding.message
+    else:
+        assert "; the fix is unsafe: " in finding.message and why in finding.message
+
+
+def test_multi_process_modules_placing_onto_devices_not_known_local_are_unsafe():
+    source = (FIXTURES / "device_put_multiprocess.in.py").read_text()
+    findings = _fixes(source)
+    assert findings[(9, "JM302")].fix.safety.value == "safe"  # jax.local_devices(): process-local, as before
+    for line in (10, 11):  # onto jax.devices(): device_put checks that every process passes the same value
+        finding = findings[(line, "JM302")]
+        assert finding.fix.safety.value == "unsafe"
+        assert "runs as several processes (`jax.distributed.initialize` at line 7)" in finding.message
+        assert "checks that every process passes the same value" in finding.message
+    assert "copied this process's value onto them" in findings[(10, "JM302")].message
+    assert "from each process's own list" in findings[(11, "JM302")].message
+    # The same placements in a single-process module are safe.
+    single = source.replace("jax.distributed.initialize()", "")
+    assert all(f.fix.safety.value == "safe" for f in _fixes(single).values())
+
+
+@pytest.mark.parametrize(
+    ("devices", "local"),
+    [
+        pytest.param("jax.local_devices()", True, id="local_devices()"),
+        pytest.param("jax.local_devices()[:2]", True, id="a slice of it"),
+        pytest.param("devs", True, id="a name bound to it"),
+        pytest.param("[devs[1], devs[0]]", True, id="a list of its devices"),
+        pytest.param("jax.devices()", False, id="devices()"),
+        pytest.param("jax.local_devices(process_index=1)", False, id="another process's"),
+        pytest.param("other", False, id="a parameter"),
+    ],
+)
+def test_which_device_lists_are_known_to_be_this_processs(devices, local):
+    source = ("import jax\nimport numpy as np\njax.process_index()\ndevs = jax.local_devices()\n"
+              f"def f(other):\n    return jax.device_put_replicated(np.ones(2), {devices})\n")
+    (finding,) = _fixes(source).values()
+    assert finding.fix.safety.value == ("safe" if local else "unsafe"), finding.message
+
+
+def test_the_device_count_is_spelled_as_the_device_list_allows():
+    def rewritten(devices):
+        return rewrite_legacy_device_put(f"import jax\nx = jax.device_put_replicated(v, {devices})\n")
+
+    assert "(jax.local_device_count(), *np.shape(x))" in rewritten("jax.local_devices()")
+    assert "(jax.device_count(), *np.shape(x))" in rewritten("jax.devices()")
+    assert "(len(jax.local_devices()[:2]), *np.shape(x))" in rewritten("jax.local_devices()[:2]")
+    assert "(2, *np.shape(x))" in rewritten("[d0, d1]")
+    # The lambda's parameter never shadows a name the devices expression reads.
+    assert "lambda leaf: np.broadcast_to(leaf, (len(x), *np.shape(leaf)))" in rewritten("x")
+    aliased = rewrite_legacy_device_put("import jax as x\ny = x.device_put_replicated(v, x.local_devices())\n")
+    assert "lambda leaf: " in aliased and "(x.local_device_count(), *np.shape(leaf))" in aliased
+    # `len` rebound somewhere: the count cannot be written with it.
+    shadowed = "import jax\nlen = 3\ny = jax.device_put_replicated(v, devs)\n"
+    (site,) = analyse_legacy_device_put(shadowed)
+    assert not site.rewritable and "`len`" in site.reason
+
+
+def test_flax_replicate_keeps_its_default_device_list():
+    def rewritten(call):
+        return rewrite_flax_replication(f"import jax\nfrom flax import jax_utils\nx = {call}\n")
+
+    assert "Mesh(jax.local_devices(), " in rewritten("jax_utils.replicate(t)")
+    assert "Mesh(jax.local_devices(), " in rewritten("jax_utils.replicate(t, devices=None)")
+    # A list that cannot be empty is used as it is; flax's `devices or local_devices()` otherwise.
+    assert "Mesh(jax.local_devices()[:4], " in rewritten("jax_utils.replicate(t, jax.local_devices()[:4])")
+    assert "Mesh((devs or jax.local_devices()), " in rewritten("jax_utils.replicate(t, devs)")
+    assert "len((devs or jax.local_devices()))" in rewritten("jax_utils.replicate(t, devs)")
+
+
+def test_no_helper_is_written_and_no_import_is_added_for_a_site_not_rewritten():
+    text = "import jax\nfrom flax import jax_utils\na = jax_utils.unreplicate(s)\nb = jax_utils.replicate(s)\n"
+    (_replicate, unreplicate) = sorted(analyse_flax_replication(text), key=lambda s: -s.line)
+    out = rewrite_flax_replication(text, frozenset({(unreplicate.line, unreplicate.column)}))
+    assert out == "import jax\nfrom flax import jax_utils\na = jax.tree.map(lambda x: x[0], s)\nb = jax_utils.replicate(s)\n"
+    for case in CASES:
+        assert "def _device_put" not in rewrite_all((FIXTURES / f"{case}.in.py").read_text())

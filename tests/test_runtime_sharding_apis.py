@@ -77,7 +77,6 @@ CASES = [
     # The device list is reshaped for the one mesh, so create_device_mesh stays (still in 0.10).
     pytest.param("sharding_positional", {"analyse_create_device_mesh": "used other than"},
                  id="PositionalSharding"),
-    pytest.param("sharding_device_put", {}, id="device_put_replicated/sharded"),
     pytest.param("sharding_mesh", {}, id="create_device_mesh+Mesh, with mesh"),
     # 0.10.2's pjit reads `with mesh:` and not set_mesh: those sites must be kept, and the program
     # (meshes rewritten, contexts kept) must still agree with the legacy one.
@@ -95,3 +94,18 @@ def test_generated_program_matches_legacy(case, kept_reasons, tmp_path, legacy_p
     assert report.equal, render_text(report)
     entry = report.entry("main")
     assert entry.comparison is not None and entry.comparison.leaves
+
+
+def test_device_put_placements_match_legacy_but_make_weak_types_strong(tmp_path, legacy_python):
+    """JM302's placements: the same arrays as JAX 0.4.30's device_put_replicated/sharded (values,
+    dtypes, which device holds which slice), except that a weakly typed leaf comes out strong,
+    which is why those fixes are unsafe; a numpy leaf (never weak) is the same product."""
+    new = _generate("sharding_device_put", tmp_path, {})
+    report = verify(RUNTIME / "sharding_device_put" / "old.py", new, ["main", "weak_types"], devices=8,
+                    old_python=legacy_python, timeout=180)
+    assert report.old.jax_version == "0.4.30" and report.new.jax_version.startswith("0.10"), render_text(report)
+    assert report.entry("main").status == "equal", render_text(report)
+    weak = report.entry("weak_types").comparison
+    assert {leaf.path: (leaf.old_dtype, leaf.new_dtype) for leaf in weak.leaves if not leaf.equal} == {
+        "['lr']": ("bfloat16", "float32"), "['scale']": ("bfloat16", "float32"),
+        "['sharded']": ("bfloat16", "float32")}

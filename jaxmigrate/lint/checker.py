@@ -270,9 +270,7 @@ def _apply_edit_fixes(text, findings, source, path, rejected, errors) -> tuple[i
 
 
 def _apply_codemod(text, findings, source, path, rejected, errors) -> tuple[int, str]:
-    # An unsafe codemod (the global view) goes first: it rewrites call sites that the safe ones
-    # would otherwise turn into pmap-era helpers it no longer recognises.
-    name = next((f for f in findings if f.fix.safety is Safety.UNSAFE), findings[0]).fix.codemod
+    name = next((f for f in findings if f.fix.whole_module), findings[0]).fix.codemod
     mine = [f for f in findings if f.fix.codemod == name]
     sites = frozenset((f.line, f.column) for f in mine)
     try:

@@ -41,6 +41,9 @@ class Fix:
     edits: tuple[Edit, ...] = ()
     codemod: str | None = None
     fallback: "Fix | None" = None
+    # A codemod that rewrites the whole module (the global view) goes before the site codemods of
+    # the same pass: they would rewrite its call sites into forms it no longer recognises.
+    whole_module: bool = False
 
     def __post_init__(self) -> None:
         if bool(self.edits) == bool(self.codemod):

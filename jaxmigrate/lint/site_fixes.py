@@ -34,7 +34,12 @@ class SiteFixes:
         site = self._planned_sites(ctx).get(ctx.source.position(ctx.source.span(node)[0]))
         fix = None
         if site is not None and site.rewritable and not ambiguous:
-            fix = Fix(self.fixable, self.site_fix_message, codemod=self.site_codemod)
+            # A site that says why its rewrite can change behaviour gets an unsafe fix, and the
+            # finding says why (``fixable`` is the rule's strongest fix).
+            safety = Safety.UNSAFE if site.unsafe else self.fixable
+            fix = Fix(safety, self.site_fix_message, codemod=self.site_codemod)
+            if site.unsafe:
+                message += f"; the fix is unsafe: {site.unsafe}"
         elif site is not None and site.reason:
             message += f"; not rewritten: {site.reason}"
         ctx.report(node, message, fix)

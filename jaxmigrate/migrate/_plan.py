@@ -22,12 +22,14 @@ from jaxmigrate.migrate._layout import fit_edits
 @dataclass(frozen=True)
 class Site:
     """A place a lint rule reports (1-based line, 1-based character column) and what the codemod
-    can do there: rewrite it, or keep it for ``reason``."""
+    can do there: rewrite it, or keep it for ``reason``; ``unsafe`` says why a rewrite offered
+    here can change behaviour (None: it cannot)."""
 
     line: int
     column: int
     rewritable: bool
     reason: str | None = None
+    unsafe: str | None = field(default=None, kw_only=True)  # keyword: subclasses add positional fields
 
 
 Sites = frozenset[tuple[int, int]] | None  # the positions a fix run rewrites; None: every provable one

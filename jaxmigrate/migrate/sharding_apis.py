@@ -11,11 +11,11 @@ rewrites every provable site. Unprovable sites are left as they are, and ``analy
     ``_sharding_positional`` for the model and what is kept.
 
 ``device_put_replicated`` / ``device_put_sharded`` (JM302)
-    -> ``_device_put_replicated`` / ``_device_put_sharded``, helpers written once after the imports
-    that do what JAX 0.10.2's own implementations do (``jax/_src/api.py``) with public API: one
-    ``x[None]`` buffer per device, assembled by ``jax.make_array_from_single_device_arrays`` under
-    ``NamedSharding(Mesh(devices, ("devices",)), P("devices"))`` (a new leading axis of
-    ``len(devices)``, one slice per device, in ``devices`` order).
+    -> ``jax.device_put`` of a zero-copy ``np.broadcast_to`` view of every leaf (or the shards
+    stacked on the host) over ``NamedSharding(Mesh(devices, ("devices",)), P("devices"))``, at the
+    site: a new leading axis of ``len(devices)``, slice i on ``devices[i]``. Safe where every leaf
+    is provably a numpy value; unsafe elsewhere (weakly typed leaves become strong, typed PRNG
+    keys raise); see ``_device_put``.
 
 ``mesh_utils.create_device_mesh`` + ``Mesh`` (JM307)
     ``Mesh(mesh_utils.create_device_mesh(shape), names)`` (directly, or through a variable bound
@@ -41,7 +41,7 @@ rewrites every provable site. Unprovable sites are left as they are, and ``analy
     ``with mesh:`` did not: a ``with mesh:`` inside a jitted function fails loudly after the rewrite.
 
 ``flax.jax_utils.replicate`` / ``unreplicate`` (JM102)
-    -> ``_device_put_replicated(tree, devices or jax.local_devices())`` (the helper above) and
+    -> the ``device_put_replicated`` placement above onto ``devices or jax.local_devices()``, and
     ``jax.tree.map(lambda x: x[0], tree)``: flax 0.8.5's own bodies in JAX 0.10 API.
 """
 

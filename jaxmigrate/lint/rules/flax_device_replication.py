@@ -27,15 +27,21 @@ class FlaxDeviceReplication(SiteFixes, LegacyNameRule):
     ```
 
     ## Fix safety
-    Safe. The fix writes what flax's helpers do (flax 0.8.5, `flax/jax_utils.py`) in JAX 0.10
-    terms, keeping the leading device axis so every call site stays valid: `replicate(tree,
-    devices=None)` becomes `_device_put_replicated(tree, devices or jax.local_devices())` (the
-    helper JM302 generates, because flax's own `replicate` calls the `jax.device_put_replicated`
-    that JAX 0.10 removed) and `unreplicate(tree)` becomes `jax.tree.map(lambda x: x[0], tree)`.
-    The test suite runs a legacy program with the real flax 0.8.5 on JAX 0.4.30 and the fixed one
-    on JAX 0.10.2, on 8 CPU devices, and compares values and device placement. Helpers passed
-    around as values, or called with `*args`, are kept and the finding says why. Dropping the
-    device axis altogether (the global view) changes shapes, and is left to you.
+    The fix writes what flax's helpers do (flax 0.8.5, `flax/jax_utils.py`) in JAX 0.10 terms,
+    keeping the leading device axis so every call site stays valid. `unreplicate(tree)` becomes
+    flax's own body, `jax.tree.map(lambda x: x[0], tree)`: safe. `replicate(tree, devices=None)`
+    is `jax.device_put_replicated(tree, devices or jax.local_devices())`, removed in JAX 0.10, and
+    becomes JM302's placement: `jax.device_put` of a zero-copy `np.broadcast_to` view of every
+    leaf over `NamedSharding(Mesh(devices, ("devices",)), P("devices"))`. Same shapes, dtypes,
+    values, device of every slice and one copy per device; but JAX kept weakly typed leaves (a
+    TrainState's `step=0`, `jnp.asarray(0.1)`) weak and numpy makes them strong, which changes
+    later dtype promotion (with bf16 values, for one), and typed PRNG keys raise. So it is unsafe,
+    except where every leaf is provably a numpy value. Onto flax's default devices
+    (`jax.local_devices()`) it holds with several processes too. The test suite runs a legacy
+    program with the real flax 0.8.5 on JAX 0.4.30 and the fixed one on JAX 0.10.2, on 8 CPU
+    devices, and with 2 processes. Helpers passed around as values, or called with `*args`, are
+    kept and the finding says why. Dropping the device axis altogether (the global view) changes
+    shapes, and is left to you.
 
     ## References
     - [Migrating from `jax.pmap`](https://docs.jax.dev/en/latest/migrate_pmap.html)
@@ -50,7 +56,7 @@ class FlaxDeviceReplication(SiteFixes, LegacyNameRule):
     fixable = Safety.SAFE
     site_planner = "jaxmigrate.migrate.sharding_apis:analyse_flax_replication"
     site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_flax_replication"
-    site_fix_message = "rewrite as what flax's helper does, in JAX 0.10 API (leading device axis kept)"
+    site_fix_message = "rewrite as what flax's helper does, with public JAX 0.10 API (leading device axis kept)"
 
     VALID = [
         Valid("import jax\nstate = jax.device_put(state, sharding)\n"),

@@ -20,18 +20,35 @@ class LegacyDevicePut(SiteFixes, LegacyNameRule):
 
     ## Use instead
     ```python
-    params = jax.device_put(params, NamedSharding(mesh, P()))
-    batch = jax.device_put(jnp.stack(shards), NamedSharding(mesh, P("x")))
+    sharding = NamedSharding(Mesh(devices, ("devices",)), P("devices"))
+    params = jax.device_put(
+        jax.tree.map(lambda x: np.broadcast_to(x, (len(devices), *np.shape(x))), params), sharding)
+    batch = jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *shards), sharding)
     ```
+    or, with the global view, no device axis at all: `jax.device_put(params, NamedSharding(mesh, P()))`.
 
     ## Fix safety
-    Safe. Each call becomes a call of a module-level helper, `_device_put_replicated` /
-    `_device_put_sharded`, generated once, that does what JAX 0.10.2's own implementation did
-    (`jax/_src/api.py`) with public API: one `x[None]` buffer per device assembled with
-    `jax.make_array_from_single_device_arrays` over a 1-D mesh of `devices`. Shapes (the leading
-    device axis), values and placement are unchanged; the test suite compares both sides on 8 CPU
-    devices, the old one on JAX 0.4.30. Dropping the leading axis altogether (the global view)
-    changes shapes and is left to you.
+    The fix writes the placements above at the site, with public API only: a leading axis of
+    `len(devices)` (a zero-copy `np.broadcast_to` view, or the shards stacked on the host), slice i
+    on `devices[i]`. Run against JAX 0.4.30's and 0.10.2's own implementations leaf by leaf, it
+    gives the same shapes, dtypes, values, device of every slice (any subset and order of devices)
+    and committedness, and every device holds one copy. It is safe where every leaf is provably a
+    numpy value (`np.zeros(...)`, a list of `np.full(...)`, ...). Elsewhere it is unsafe: JAX kept
+    weakly typed leaves (Python scalars, `jnp.asarray(0.1)`) weak and numpy does not, which changes
+    dtype promotion later (`weak f32 * bf16` is bf16, `f32 * bf16` is f32), and typed PRNG keys
+    (`jax.random.key`) raise. No public placement keeps weak types without holding every copy on
+    one device first (`jnp.stack`) or compiling per call (a jitted broadcast).
+
+    Several processes: onto `jax.local_devices()` (or a slice of it, or a name bound to one) the
+    result is this process's array, as before (run with 2 processes x 2 devices in the test
+    suite). In a module that shows multi-process use (`jax.process_index`, `jax.distributed`,
+    `multihost_utils`, ...), a placement onto devices not known to be local is unsafe: there
+    `jax.device_put` of a host value first checks that every process passes the same value (a
+    collective: it waits for every process and raises when they differ), where
+    `device_put_sharded` placed each process's own shards and `device_put_replicated` copied this
+    process's value onto the other processes' devices. The devices expression is written twice by
+    the replicated form, so one that may not give the same list twice (a call of your own) is
+    kept: bind it to a name.
 
     ## References
     - [Drop-in replacements](https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements)
@@ -46,7 +63,7 @@ class LegacyDevicePut(SiteFixes, LegacyNameRule):
     fixable = Safety.SAFE
     site_planner = "jaxmigrate.migrate.sharding_apis:analyse_legacy_device_put"
     site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_legacy_device_put"
-    site_fix_message = "rewrite as a generated helper that does what JAX 0.10.2 did, with public API"
+    site_fix_message = "place with `jax.device_put` over a 1-D mesh of the devices (leading device axis kept)"
 
     VALID = [
         Valid("import jax\nx = jax.device_put(x, sharding)\n"),
@@ -54,6 +71,27 @@ class LegacyDevicePut(SiteFixes, LegacyNameRule):
         Valid("import jax\ndef f(jax):\n    return jax.device_put_replicated(x, d)\n"),
     ]
     INVALID = [
+        Invalid(
+            """
+            import jax
+            import numpy as np
+
+            table = jax.device_put_replicated(np.zeros(3), devices)
+            """,
+            expected="""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+            table = jax.device_put(
+                jax.tree.map(
+                    lambda x: np.broadcast_to(x, (len(devices), *np.shape(x))),
+                    np.zeros(3),
+                ),
+                NamedSharding(Mesh(devices, ("devices",)), P("devices")),
+            )
+            """,
+        ),
         Invalid("import jax\nx = jax.device_put_replicated(x, jax.local_devices())\n"),
         Invalid("import jax as J\nx = J.device_put_sharded(xs, J.local_devices())\n"),
         Invalid("from jax import device_put_replicated as dpr, device_put_sharded\n", count=2),

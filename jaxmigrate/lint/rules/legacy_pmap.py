@@ -124,7 +124,7 @@ class LegacyPmap(LegacyNameRule):
             notes = "".join(f"; {note}" for note in plan_global(ctx.module).notes)
             return Fix(Safety.UNSAFE, "move the module's pmapped steps and their call sites to the global view "
                        "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)" + notes,
-                       codemod=GLOBAL_CODEMOD, fallback=exact)
+                       codemod=GLOBAL_CODEMOD, fallback=exact, whole_module=True)
         return exact
 
     def report(self, node, symbol, shown, ctx, ambiguous=False) -> None:
