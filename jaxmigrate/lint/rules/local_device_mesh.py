@@ -12,6 +12,7 @@ from jaxmigrate.lint.rule import Invalid, Rule, Valid
 LOCAL_DEVICES = frozenset({"jax.local_devices"})
 GLOBAL_DEVICES = frozenset({"jax.devices"})
 LOCAL_COUNT = frozenset({"jax.local_device_count"})
+DEVICE_PUT = frozenset({"jax.device_put"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 
 
@@ -49,7 +50,9 @@ class LocalDeviceMesh(Rule):
     ```
 
     ## Confidence
-    Reported only when the construction reads `jax.local_devices()` / is shaped by
+    Not reported: the sharding of a `jax.device_put` whose value has one slice per local device
+    (it reads `jax.local_device_count()`), pmap's convention, per process on purpose - what
+    `device_put_replicated` did and JM302's fix writes. Otherwise reported only when the construction reads `jax.local_devices()` / is shaped by
     `jax.local_device_count()` alone (never `jax.devices()`; a `(jax.process_count(),
     jax.local_device_count())` shape is global), and the mesh - written inline or through a name
     bound once - reaches a `NamedSharding`, a context mesh or a `shard_map`. A mesh used for
@@ -85,6 +88,12 @@ class LocalDeviceMesh(Rule):
             "import jax, numpy as np\nfrom jax.sharding import Mesh\n"
             "m = Mesh(np.array(jax.local_devices()), ('i',))\nf = jax.pmap(g, devices=list(m.devices.flat))\n"
         ),
+        Valid(  # one slice per local device: pmap's convention, as JM302's fix places it
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "params = jax.device_put(\n"
+            "    jax.tree.map(lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))), params),\n"
+            "    NamedSharding(Mesh(jax.local_devices(), ('devices',)), P('devices')),\n)\n"
+        ),
         Valid(  # a local `local_devices`
             "import jax\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
             "def local_devices():\n    return jax.devices()\nm = Mesh(local_devices(), ('d',))\ns = NamedSharding(m, P())\n"
@@ -117,12 +126,14 @@ class LocalDeviceMesh(Rule):
 
     def check_module(self, ctx):
         names, uses = ctx.names, {}
+        per_device = self._per_device_placements(ctx)
         for node in ctx.nodes:
             if isinstance(node, ast.With):
                 for item in node.items:
                     uses.setdefault(id(item.context_expr), "a `with` context mesh")
             elif (name := call_name(names, node)) in NAMED_SHARDING and node.args:
-                uses.setdefault(id(node.args[0]), "a `NamedSharding`")
+                if id(node) not in per_device:
+                    uses.setdefault(id(node.args[0]), "a `NamedSharding`")
             elif name in MESH_CONTEXTS and node.args:
                 uses.setdefault(id(node.args[0]), "the context mesh")
             elif name in SHARD_MAPS and (mesh := argument(node, 1, "mesh")) is not None:
@@ -139,6 +150,23 @@ class LocalDeviceMesh(Rule):
                         " does not). Build it from `jax.devices()` (`jax.make_mesh((jax.device_count(),),"
                         " ...)`) and make batches with `jax.make_array_from_process_local_data`",
                     )
+
+    def _per_device_placements(self, ctx) -> set[int]:
+        """The shardings of `jax.device_put(value, sharding)` calls whose value has one slice per
+        local device (it reads `jax.local_device_count()` or `len(jax.local_devices())`): pmap's
+        calling convention, per process on purpose, as `device_put_replicated` placed it and as
+        JM302's fix writes it. Not the global-view use this rule is about."""
+        found = set()
+        for node in ctx.by_type.get(ast.Call, ()):
+            call = node[1]
+            if call_name(ctx.names, call) not in DEVICE_PUT:
+                continue
+            value, sharding = argument(call, 0, "x"), argument(call, 1, "device")
+            if value is None or not isinstance(sharding, ast.Call):
+                continue
+            if reads_call(ctx.names, value, LOCAL_COUNT) or reads_call(ctx.names, value, LOCAL_DEVICES):
+                found.add(id(sharding))
+        return found
 
     def _is_local_mesh(self, ctx, call: ast.expr) -> bool:
         names, name = ctx.names, call_name(ctx.names, call)
