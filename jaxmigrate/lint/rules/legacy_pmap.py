@@ -134,7 +134,7 @@ class LegacyPmap(LegacyNameRule):
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
         view = plan_global(ctx.module) if apps else None
-        if view is not None and not view.possible:
+        if view is not None and not view.possible and view.reason not in kept:
             message += f"; global view not possible: {view.blocker}"
         fix = self.fix_for(symbol, node, ctx)
         if fix is not None and fix.codemod == CODEMOD and self._planner.multi_process:
