@@ -113,6 +113,8 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--target-jax", metavar="X.Y", help="The JAX version to migrate to [default: 0.10].")
 @click.option("--from-jax", metavar="X.Y",
               help="The JAX version the code was written for [default: the lowest the project's requirements allow].")
+@click.option("--line-length", type=int, metavar="N",
+              help="Width of rewritten lines [default: line-length, ruff's or black's, else each file's own].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
               help="A pyproject.toml (or TOML file) to read settings from.")
 @click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
@@ -120,7 +122,7 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings (or the diff) only: no summary line.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
-          force_exclude, from_jax, quiet) -> None:
+          force_exclude, from_jax, line_length, quiet) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -132,7 +134,7 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
                 use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
                 config_file=config_file, stdin_filename=stdin_filename,
-                force_exclude=force_exclude, from_jax=from_jax, quiet=quiet,
+                force_exclude=force_exclude, from_jax=from_jax, line_length=line_length, quiet=quiet,
             )
         )
     except BrokenPipeError:

@@ -16,7 +16,9 @@ from jaxmigrate.pins import project_pin
 from jaxmigrate.lint import registry
 
 DEFAULT_TARGET_JAX = (0, 10)
-KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax", "from-jax"}
+KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax", "from-jax",
+              "line-length"}
+LINE_LENGTHS = range(40, 401)
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 
 
@@ -37,6 +39,9 @@ class Settings:
     # version the project's requirements allow, else None (not known). See pins.py.
     from_jax: tuple[int, int] | None = None
     from_jax_source: str = ""  # where from_jax came from, for people reading the settings
+    # The width rewritten lines keep to: `line-length`, else ruff's or black's in the same
+    # pyproject.toml, else None (each file's own width is measured; see migrate/_layout.py).
+    line_length: int | None = None
     config_file: Path | None = None
 
     def rule_codes_for(self, path: Path) -> tuple[str, ...]:
@@ -112,6 +117,7 @@ def load_settings(
     ignore: list[str] | None = None,
     target_jax: str | None = None,
     from_jax: str | None = None,
+    line_length: int | None = None,
 ) -> Settings:
     """Settings from the config file (given, or found from ``start``), with CLI values on top."""
     config_file = config_file or find_config(start)
@@ -147,9 +153,42 @@ def load_settings(
         ),
         from_jax=written_for,
         from_jax_source=source,
+        line_length=_line_length(line_length, table, where, config_file, start),
         config_file=config_file,
     )
     return settings
+
+
+def _line_length(given: int | None, table: dict, where: str, config_file: Path | None, start: Path) -> int | None:
+    """``--line-length``, ``line-length``, or the formatter's: what the project's own tools keep to."""
+    if given is not None:
+        return _checked_length(given, "--line-length")
+    if "line-length" in table:
+        return _checked_length(table["line-length"], f"{where}: line-length")
+    pyproject = config_file if config_file is not None and config_file.name == "pyproject.toml" else _nearest_pyproject(start)
+    if pyproject is None:
+        return None
+    tool = _read_toml(pyproject).get("tool")
+    for formatter in ("ruff", "black"):
+        section = tool.get(formatter) if isinstance(tool, dict) else None
+        value = section.get("line-length") if isinstance(section, dict) else None
+        if type(value) is int and value in LINE_LENGTHS:
+            return value
+    return None
+
+
+def _checked_length(value, where: str) -> int:
+    if type(value) is not int or value not in LINE_LENGTHS:
+        raise ConfigError(f"{where} must be a whole number from {LINE_LENGTHS.start} to {LINE_LENGTHS.stop - 1}, got {value!r}")
+    return value
+
+
+def _nearest_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+        if (folder / "pyproject.toml").is_file():
+            return folder / "pyproject.toml"
+    return None
 
 
 def _read_toml(path: Path) -> dict:

@@ -50,6 +50,7 @@ class Job:
     unsafe_fixes: bool
     target_jax: tuple[int, int]
     from_jax: tuple[int, int] | None = None  # the JAX the code was written for; None: not known
+    line_length: int | None = None  # the width rewritten lines keep to; None: each file's own
 
 
 @dataclass
@@ -97,7 +98,8 @@ def process_text(
     rules = _rules(codes)
     if job.mode is Mode.CHECK:
         return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax, job.from_jax))
-    result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes, from_jax=job.from_jax)
+    result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes, from_jax=job.from_jax,
+                      line_length=job.line_length)
     findings = sorted(result.findings + result.errors, key=lambda f: f.sort_key)
     changed = result.text != source.text
     diff = _unified_diff(source.text, result.text, display_path) if changed and job.mode is Mode.DIFF else ""

@@ -39,6 +39,7 @@ class CheckOptions:
     jobs: int | None = None
     target_jax: str | None = None
     from_jax: str | None = None
+    line_length: int | None = None
     config_file: Path | None = None
     stdin_filename: str | None = None
     force_exclude: bool = False
@@ -64,12 +65,13 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             ignore=options.ignore,
             target_jax=options.target_jax,
             from_jax=options.from_jax,
+            line_length=options.line_length,
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
 
     mode = engine.Mode.DIFF if options.diff else engine.Mode.FIX if options.fix else engine.Mode.CHECK
-    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax)
+    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax, settings.line_length)
 
     if use_stdin:
         name = options.stdin_filename or "-"

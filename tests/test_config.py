@@ -165,3 +165,25 @@ def test_a_bad_config_is_exit_2_naming_the_file_never_an_internal_error(project,
     result = CliRunner().invoke(main, ["a.py"], catch_exceptions=False)
     assert result.exit_code == 2
     assert "pyproject.toml" in result.stderr and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "given", "width"),
+    [
+        pytest.param("[tool.jaxmigrate]\nline-length = 100\n", None, 100, id="line-length"),
+        pytest.param("[tool.jaxmigrate]\n\n[tool.ruff]\nline-length = 120\n", None, 120, id="ruff's"),
+        pytest.param("[tool.black]\nline-length = 79\n", None, 79, id="black's, no jaxmigrate table"),
+        pytest.param("[tool.jaxmigrate]\nline-length = 100\n", 80, 80, id="--line-length wins"),
+        pytest.param("[tool.jaxmigrate]\n", None, None, id="none: each file's own width"),
+    ],
+)
+def test_the_width_of_rewritten_lines_is_the_projects(project, test_rules, pyproject, given, width):
+    (project / "pyproject.toml").write_text(pyproject)
+    assert load_settings(None, project, line_length=given).line_length == width
+
+
+@pytest.mark.parametrize("value", ["100", 10, 1000, 99.5])
+def test_a_line_length_that_is_not_a_sane_whole_number_is_an_error(project, test_rules, value):
+    (project / "pyproject.toml").write_text(f"[tool.jaxmigrate]\nline-length = {value!r}\n".replace("'", '"'))
+    with pytest.raises(ConfigError, match="line-length must be a whole number"):
+        load_settings(None, project)

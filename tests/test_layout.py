@@ -83,3 +83,15 @@ def test_a_call_inside_a_comprehension_is_not_broken():
     original = "grads = [f(dw) for dw in grads]\n" + "#" * 75 + "\n"
     out = _rewrite(original, "f(dw)", "jax.tree.map(lambda x: x * jax.device_count(), dw)")
     assert out.splitlines()[0] == "grads = [jax.tree.map(lambda x: x * jax.device_count(), dw) for dw in grads]"
+
+
+def test_a_configured_width_wins_over_the_files_own():
+    from jaxmigrate.migrate._layout import line_width
+
+    original = "x = f(a)\n"
+    new = "f(" + ", ".join(f"argument_{i}" for i in range(8)) + ")"
+    assert _rewrite(original, "f(a)", new).count("\n") > 1  # 97 columns: past the 88 of a short file
+    with line_width(120):
+        assert _rewrite(original, "f(a)", new) == f"x = {new}\n"
+    with line_width(40):
+        assert _rewrite(original, "f(a)", new).startswith("x = f(\n    argument_0,\n")

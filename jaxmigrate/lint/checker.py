@@ -18,6 +18,7 @@ from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Finding, Fix, Safety
 from jaxmigrate.lint.rule import Rule
+from jaxmigrate.migrate._layout import line_width
 
 MAX_FIX_PASSES = 10
 
@@ -214,12 +215,18 @@ def fix_text(
     target_jax: tuple[int, int],
     unsafe: bool = False,
     from_jax: tuple[int, int] | None = None,
+    line_length: int | None = None,
 ) -> FixResult:
     """Apply fixes until none is left (bounded); the result always parses.
 
     Each pass applies either all non-overlapping edit fixes, or (when none is left) one codemod
     for all of its findings; then the text is linted again, so later fixes see earlier ones.
     """
+    with line_width(line_length):
+        return _fix_passes(text, path, rules, target_jax, unsafe, from_jax)
+
+
+def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
     allowed = {Safety.SAFE, Safety.UNSAFE} if unsafe else {Safety.SAFE}
     fixed = 0
     errors: list[Finding] = []

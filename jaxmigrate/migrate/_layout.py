@@ -7,7 +7,8 @@ past the line, a trailing comma, the closing bracket back at the line's indentat
 is broken the same way. Lines the edits did not lengthen are never touched, nor are brackets with
 a comprehension or a comment inside, nor a line that also closes a bracket opened above it.
 
-The width is the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
+The width is the project's configured line length (``line-length``, or ruff's or black's in the
+same pyproject.toml) when it has one; else the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
 file written to 80 columns gets 80-column rewrites; 88 (black's and ruff's default) for a file
 whose lines are all too short to tell.
 """
@@ -17,6 +18,9 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.source import SourceText
@@ -27,10 +31,26 @@ _BRACKETS = {ast.Call: "()", ast.Tuple: "()", ast.List: "[]", ast.Dict: "{}", as
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+_CONFIGURED: ContextVar[int | None] = ContextVar("line_width", default=None)
+
+
+@contextmanager
+def line_width(width: int | None) -> Iterator[None]:
+    """Rewritten lines keep to ``width`` (the project's configured line length) while fixing; None:
+    to each file's own width."""
+    token = _CONFIGURED.set(width)
+    try:
+        yield
+    finally:
+        _CONFIGURED.reset(token)
+
+
 def line_limit(text: str) -> int:
     """The width this file is written to: the narrowest usual width that at most one line in a
     hundred (and at least one line) goes past. A stray long line does not widen it, and neither do
     the fix passes before this one (they see the file with earlier rewrites made)."""
+    if (configured := _CONFIGURED.get()) is not None:
+        return configured
     lengths = [len(line) for line in text.splitlines()]
     if max(lengths, default=0) <= _NO_EVIDENCE:
         return 88  # nothing says how wide the file may be: black's and ruff's default
