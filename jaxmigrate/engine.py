@@ -280,8 +280,10 @@ def _unified_diff(before: str, after: str, display_path: str) -> str:
         difflib.unified_diff(
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
-            fromfile=f"a/{display_path}",
-            tofile=f"b/{display_path}",
+            # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is (as ruff
+            # does), not as `a//root/...`.
+            fromfile=display_path if display_path.startswith("/") else f"a/{display_path}",
+            tofile=display_path if display_path.startswith("/") else f"b/{display_path}",
         )
     )
 

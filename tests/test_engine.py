@@ -312,3 +312,10 @@ def test_the_pool_never_starts_more_workers_than_cores_or_files(
         (project / f"m{i:03}.py").write_text("x.legacy\n")
     result = run(["."], job, jobs=requested)
     assert started == [expected] and len(result.files) == files
+
+
+def test_the_diff_of_an_absolute_path_names_the_path_as_it_is():
+    from jaxmigrate.engine import _unified_diff
+
+    diff = _unified_diff("x.legacy\n", "x.modern\n", "/abs/a.py")
+    assert diff.startswith("--- /abs/a.py\n+++ /abs/a.py\n")
