@@ -265,3 +265,18 @@ def test_a_codemod_that_fails_costs_its_result_the_fix_not_the_log():
     log = sarif([Finding("JM999", "m", "a.py", 1, 1, 1, 4, fix)], {"a.py": "x = 1\n"})
     jsonschema.Draft4Validator(SCHEMA).validate(log)
     assert "fixes" not in log["runs"][0]["results"][0]
+
+
+def test_a_file_with_many_codemod_fixes_gets_replacements_for_the_first_ones_only(monkeypatch):
+    """Each codemod fix costs a run over the whole file: past a budget per file the results keep
+    no fix, so a file with thousands of findings takes seconds, not minutes."""
+    from jaxmigrate.lint.checker import lint_text
+    from jaxmigrate.lint.output import sarif as sarif_module
+    from jaxmigrate.lint.registry import rule_by_code
+
+    monkeypatch.setattr(sarif_module._CodemodBudget, "PER_FILE", 3)
+    source = "import jax\n" + "".join(f"x{i} = jax.tree_map(f, t)\n" for i in range(5))
+    findings = lint_text(source, "many.py", (rule_by_code("JM601"),), (0, 10))
+    assert len(findings) == 5 and all(f.fix is not None and f.fix.codemod for f in findings)
+    results = sarif(findings, {"many.py": source})["runs"][0]["results"]
+    assert [("fixes" in r) for r in results] == [True, True, True, False, False]

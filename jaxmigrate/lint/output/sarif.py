@@ -52,6 +52,7 @@ def sarif_log(report: Report) -> dict:
         first_message.setdefault(finding.code, finding.message)
     occurrences: dict[tuple[str, str, str], int] = {}
     results = []
+    budget = _CodemodBudget()
     for finding in report.findings:
         result = {
             "ruleId": finding.code,
@@ -64,7 +65,10 @@ def sarif_log(report: Report) -> dict:
             },
         }
         if finding.fix is not None:
-            fix = _fix(finding, finding.fix, sources.get(finding))
+            source = sources.get(finding)
+            if finding.fix.codemod and not budget.spend(finding.path):
+                source = None  # past the file's budget of codemod runs: the fix is left out
+            fix = _fix(finding, finding.fix, source)
             if fix is not None:
                 result["fixes"] = [fix]
         if finding.cell is not None:
@@ -218,17 +222,49 @@ def _codemod_edits(codemod: str, finding: Finding, source: SourceText | None) ->
         ast.parse(rewritten)
     except Exception:  # noqa: BLE001 - a broken codemod costs this result its fix, not the log
         return ()
-    old_lines = source.text.splitlines(keepends=True)
-    new_lines = rewritten.splitlines(keepends=True)
-    starts = [0]
-    for line in old_lines:
+    return _changed_lines(source.text, rewritten)
+
+
+def _changed_lines(old: str, new: str) -> tuple[Edit, ...]:
+    """Edits replacing whole lines, one per changed run of lines. The common first and last lines
+    are trimmed before the line diff: a codemod run for one site changes a few lines, and a diff
+    of the whole file per result was quadratic on files with thousands of findings."""
+    if old == new:
+        return ()
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    head = 0
+    while head < min(len(old_lines), len(new_lines)) and old_lines[head] == new_lines[head]:
+        head += 1
+    tail = 0
+    while (tail < min(len(old_lines), len(new_lines)) - head
+           and old_lines[-1 - tail] == new_lines[-1 - tail]):
+        tail += 1
+    old_mid, new_mid = old_lines[head:len(old_lines) - tail], new_lines[head:len(new_lines) - tail]
+    starts = [sum(len(line) for line in old_lines[:head])]
+    for line in old_mid:
         starts.append(starts[-1] + len(line))
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    matcher = difflib.SequenceMatcher(None, old_mid, new_mid, autojunk=False)
     return tuple(
-        Edit(starts[i1], starts[i2], "".join(new_lines[j1:j2]))
+        Edit(starts[i1], starts[i2], "".join(new_mid[j1:j2]))
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
         if tag != "equal"
     )
+
+
+class _CodemodBudget:
+    """How many codemod fixes of one file are expressed as replacements. Each is a run of the
+    codemod over the whole file, so a file with thousands of codemod-backed findings would cost
+    minutes; past the budget those results carry no fix (their message still says one exists,
+    and `jaxmigrate --fix` applies it)."""
+
+    PER_FILE = 200
+
+    def __init__(self) -> None:
+        self._spent: dict[str, int] = {}
+
+    def spend(self, path: str) -> bool:
+        self._spent[path] = self._spent.get(path, 0) + 1
+        return self._spent[path] <= self.PER_FILE
 
 
 class _Sources:
