@@ -150,12 +150,19 @@ class NameResolver:
         if isinstance(expr, ast.Name):
             yield from self._resolve_name(expr, seen)
         elif isinstance(expr, ast.Attribute):
-            for base in self._resolve(expr.value, seen):
+            # Unless inside a rebinding walk, the base's answer is the cached one: each link of
+            # `a.b.c.d` is asked about, and resolving every link anew made a chain quadratic.
+            for base in self._resolve(expr.value, seen) if seen else self.resolve(expr.value):
                 if base.name == LOCAL or base.partials:
                     yield Target(LOCAL)
                 else:
                     yield Target(f"{base.name}.{expr.attr}")
         elif isinstance(expr, ast.Call) and expr.args:
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr != "partial":
+                # `x.attr` can only name `<base>.attr` or something local, never functools.partial:
+                # resolving its base would cost a walk through every rebinding of `x`, and
+                # `x = x.map(...)` repeated k times made that k! walks.
+                return
             func = frozenset(t.name for t in self._resolve(expr.func, seen))
             if func & PARTIAL:
                 for target in self._resolve(expr.args[0], seen | {id(expr)}):

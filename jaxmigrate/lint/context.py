@@ -6,33 +6,10 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.core.module import Index, ParsedModule, index
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
 from jaxmigrate.names import NameResolver
-
-
-def index(tree: ast.AST) -> tuple[list[ast.AST], dict[type, list[tuple[int, ast.AST]]]]:
-    """Every node in ``ast.walk`` (breadth-first) order, and (position, node) by node type, in one
-    pass without a generator per node. The Load/Store/Del markers (three in ten nodes) are left
-    out: rules read ``node.ctx``, never visit the markers themselves."""
-    nodes = [tree]
-    append, node_type, marker = nodes.append, ast.AST, ast.expr_context
-    by_type: dict[type, list[tuple[int, ast.AST]]] = {}
-    for position, node in enumerate(nodes):  # the list grows while it is walked
-        bucket = by_type.get(node.__class__)
-        if bucket is None:
-            bucket = by_type[node.__class__] = []
-        bucket.append((position, node))
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for item in value:
-                    if isinstance(item, node_type):
-                        append(item)
-            elif isinstance(value, node_type) and not isinstance(value, marker):
-                append(value)
-    return nodes, by_type
 
 
 @dataclass
@@ -47,7 +24,7 @@ class FileContext:
     from_jax: tuple[int, int] | None = None
 
     @cached_property
-    def _index(self) -> tuple[list[ast.AST], dict[type, list[tuple[int, ast.AST]]]]:
+    def _index(self) -> Index:
         return index(self.tree)
 
     @property
@@ -94,7 +71,7 @@ class FileContext:
     @cached_property
     def module(self) -> ParsedModule:
         """This file as the codemods' planners read it: the same tree and resolver, no second parse."""
-        return ParsedModule(self.text, self.tree, self.names, self.source)
+        return ParsedModule(self.text, self.tree, self.names, self.source, self._index)
 
     @property
     def text(self) -> str:

@@ -70,8 +70,8 @@ def plan_device_put(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site
     out: dict[tuple[int, int], Site] = {}
     namer = Namer(module, plan)
     used: set[str] = set()
-    for node in ast.walk(module.tree):
-        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+    for node in module.of_type(ast.Name, ast.Attribute):
+        if not isinstance(node.ctx, ast.Load):
             continue
         parent = module.parent_of(node)
         if isinstance(parent, ast.Attribute):
@@ -126,8 +126,8 @@ def plan_flax_replication(module: ParsedModule, plan: Plan, sites: Sites) -> lis
     out: dict[tuple[int, int], Site] = {}
     namer = Namer(module, plan)
     used: set[str] = set()
-    for node in ast.walk(module.tree):
-        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+    for node in module.of_type(ast.Name, ast.Attribute):
+        if not isinstance(node.ctx, ast.Load):
             continue
         parent = module.parent_of(node)
         if isinstance(parent, ast.Attribute):

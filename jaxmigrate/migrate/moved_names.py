@@ -129,7 +129,7 @@ class _Planner:
         self.strings: set[str] = set()  # `__all__` entries, string annotations: uses we cannot see
         self.declared: set[str] = set()  # global / nonlocal
         self.fallbacks: set[int] = set()  # imports in `except ImportError:`, left alone by the rules
-        for node in ast.walk(self.module.tree):
+        for node in self.module.nodes:
             if isinstance(node, ast.Name):
                 self.by_id.setdefault(node.id, []).append(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
@@ -146,7 +146,7 @@ class _Planner:
         names a star import brought in. `maps.Mesh` is reported (and planned) at the import of maps."""
         found: dict[tuple[int, int], ast.AST] = {}
         names = self.module.names
-        for node in ast.walk(self.module.tree):
+        for node in self.module.of_type(ast.alias, ast.Attribute, ast.Name):
             if isinstance(node, ast.alias) and id(self.module.parent_of(node)) not in self.fallbacks:
                 quals = [self._alias_qualname(node)]
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
@@ -231,8 +231,8 @@ class _Planner:
     def _plan_maps_import(self, stmt: ast.stmt, alias: ast.alias, plan: _Plan) -> None:
         """`jax.experimental.maps` imported as a module: fixable when all it serves is `Mesh`."""
         dotted = isinstance(stmt, ast.Import) and not alias.asname  # `import jax.experimental.maps`
-        refs = [node for node in ast.walk(self.module.tree) if isinstance(node, ast.Attribute)
-                and self.module.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
+        refs = [node for node in self.module.of_type(ast.Attribute)
+                if self.module.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
                 ] if dotted else self._uses(alias)
         if not refs:
             raise Unprovable(_manual(MAPS))
@@ -321,8 +321,8 @@ class _Planner:
     def _through(self, partial: ast.Call):
         """(call, index of its first shard_map argument) of each call through ``partial``, and of
         each further ``functools.partial`` of it."""
-        for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Call) and node is not partial:
+        for node in self.module.of_type(ast.Call):
+            if node is not partial:
                 again = self.module.names.candidates(node.func) == PARTIAL and bool(node.args)
                 targets = self.module.names.resolve(node if again else node.func)
                 if any(partial in t.partials for t in targets):
