@@ -17,6 +17,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children_in
+
 LOCAL = "<local>"  # bound by something this resolver cannot see through: def, parameter, loop, ...
 
 PARTIAL = frozenset({"functools.partial"})
@@ -37,6 +39,10 @@ class Target:
     @property
     def bound_args(self) -> list[ast.expr]:
         return [arg for call in reversed(self.partials) for arg in call.args[1:]]
+
+
+_LOCAL_TARGET = Target(LOCAL)
+_NOTHING: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ class NameResolver:
         self._scope_of: dict[int, Scope] = {}
         self.scopes: list[Scope] = [self.module_scope]
         self._resolved: dict[int, tuple[Target, ...]] = {}
+        self._qualified: dict[int, str | None] = {}
+        self._targets: dict[str, Target] = {}
         _ScopeBuilder(self).build(tree)
 
     # -- public API -------------------------------------------------------------------------
@@ -89,7 +97,8 @@ class NameResolver:
         # Several rules ask about the same nodes; the tree does not change while they do.
         cached = self._resolved.get(id(expr))
         if cached is None:
-            cached = self._resolved[id(expr)] = tuple(dict.fromkeys(self._resolve(expr, frozenset())))
+            found = self._resolve(expr, _NOTHING)
+            cached = self._resolved[id(expr)] = tuple(dict.fromkeys(found) if len(found) > 1 else found)
         return cached
 
     def candidates(self, expr: ast.AST) -> frozenset[str]:
@@ -98,10 +107,16 @@ class NameResolver:
 
     def qualified_name(self, expr: ast.AST) -> str | None:
         """The one qualified name ``expr`` refers to, or None when it is unknown or ambiguous."""
+        # Asked of every call's callee by several rules: one dict lookup after the first time.
+        key = id(expr)
+        if key in self._qualified:
+            return self._qualified[key]
         targets = self.resolve(expr)
+        name = None
         if len(targets) == 1 and targets[0].name != LOCAL and not targets[0].partials:
-            return targets[0].name
-        return None
+            name = targets[0].name
+        self._qualified[key] = name
+        return name
 
     def mentions(self, expr: ast.expr) -> list[ast.AST]:
         """Where the name ``expr`` refers to is spelled out: the attribute chain itself, or the
@@ -146,43 +161,49 @@ class NameResolver:
 
     # -- resolution -------------------------------------------------------------------------
 
-    def _resolve(self, expr: ast.AST, seen: frozenset[int]) -> Iterator[Target]:
+    # Lists rather than generators, and one Target object per name: every callee of a file is
+    # resolved at least once, so this is on the hot path of checking.
+    def _resolve(self, expr: ast.AST, seen: frozenset[int]) -> list[Target]:
         if isinstance(expr, ast.Name):
-            yield from self._resolve_name(expr, seen)
-        elif isinstance(expr, ast.Attribute):
+            return self._resolve_name(expr, seen)
+        if isinstance(expr, ast.Attribute):
             # Unless inside a rebinding walk, the base's answer is the cached one: each link of
             # `a.b.c.d` is asked about, and resolving every link anew made a chain quadratic.
-            for base in self._resolve(expr.value, seen) if seen else self.resolve(expr.value):
-                if base.name == LOCAL or base.partials:
-                    yield Target(LOCAL)
-                else:
-                    yield Target(f"{base.name}.{expr.attr}")
-        elif isinstance(expr, ast.Call) and expr.args:
+            bases = self._resolve(expr.value, seen) if seen else self.resolve(expr.value)
+            return [_LOCAL_TARGET if base.name == LOCAL or base.partials else self._target(f"{base.name}.{expr.attr}")
+                    for base in bases]
+        if isinstance(expr, ast.Call) and expr.args:
             if isinstance(expr.func, ast.Attribute) and expr.func.attr != "partial":
                 # `x.attr` can only name `<base>.attr` or something local, never functools.partial:
                 # resolving its base would cost a walk through every rebinding of `x`, and
                 # `x = x.map(...)` repeated k times made that k! walks.
-                return
+                return []
             func = frozenset(t.name for t in self._resolve(expr.func, seen))
             if func & PARTIAL:
-                for target in self._resolve(expr.args[0], seen | {id(expr)}):
-                    yield Target(target.name, (expr, *target.partials))
+                return [Target(target.name, (expr, *target.partials))
+                        for target in self._resolve(expr.args[0], seen | {id(expr)})]
+        return []
 
-    def _resolve_name(self, name: ast.Name, seen: frozenset[int]) -> Iterator[Target]:
+    def _resolve_name(self, name: ast.Name, seen: frozenset[int]) -> list[Target]:
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
         if scope is None:
             # Unbound here: a builtin, or a name a star import brought in.
-            for module in self.star_imports:
-                yield Target(f"{module}.{name.id}")
-            return
+            return [self._target(f"{module}.{name.id}") for module in self.star_imports]
+        found: list[Target] = []
         for binding in scope.bindings[name.id]:
             if isinstance(binding, ImportBinding):
-                yield Target(binding.qualname)
+                found.append(self._target(binding.qualname))
             elif isinstance(binding, ValueBinding) and id(binding.value) not in seen:
-                targets = list(self._resolve(binding.value, seen | {id(binding.value)}))
-                yield from targets or [Target(LOCAL)]
+                found += self._resolve(binding.value, seen | {id(binding.value)}) or [_LOCAL_TARGET]
             else:
-                yield Target(LOCAL)
+                found.append(_LOCAL_TARGET)
+        return found
+
+    def _target(self, name: str) -> Target:
+        target = self._targets.get(name)
+        if target is None:
+            target = self._targets[name] = Target(name)
+        return target
 
     def _binding_scope(self, name: str, scope: Scope) -> Scope | None:
         start = scope
@@ -326,7 +347,7 @@ class _ScopeBuilder:
         # Iterative: deeply nested expressions must not hit the recursion limit. The children are
         # pushed inline, without the Load/Store markers: this loop sees every expression node.
         stack = [node] if node is not None else []
-        push, scope_of, node_type, marker = stack.append, self.resolver._scope_of, ast.AST, ast.expr_context
+        push, extend, scope_of = stack.append, stack.extend, self.resolver._scope_of
         while stack:
             node = stack.pop()
             kind = node.__class__
@@ -350,14 +371,15 @@ class _ScopeBuilder:
                 scope_of[id(node.target)] = owner
                 push(node.value)
             else:
-                for name in node._fields:
-                    value = getattr(node, name, None)
-                    if value.__class__ is list:
-                        for item in value:
-                            if isinstance(item, node_type):
-                                push(item)
-                    elif isinstance(value, node_type) and not isinstance(value, marker):
-                        push(value)
+                for name, field_kind in child_fields(kind):
+                    if field_kind == ONE:
+                        value = getattr(node, name)
+                        if value is not None:
+                            push(value)
+                    elif field_kind == MANY:
+                        extend(getattr(node, name))
+                    else:
+                        extend(children_in(node, name, field_kind))
 
     def _comprehension(self, node: ast.expr, scope: Scope) -> None:
         first, *rest = node.generators

@@ -146,10 +146,13 @@ class _Planner:
         names a star import brought in. `maps.Mesh` is reported (and planned) at the import of maps."""
         found: dict[tuple[int, int], ast.AST] = {}
         names = self.module.names
+        last, module_last = _last_components()
         for node in self.module.of_type(ast.alias, ast.Attribute, ast.Name):
             if isinstance(node, ast.alias) and id(self.module.parent_of(node)) not in self.fallbacks:
                 quals = [self._alias_qualname(node)]
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                if node.attr not in last and not _through_module(node.value, module_last):
+                    continue  # it cannot name a catalogue symbol: no need to resolve it
                 base = _base(node)
                 if isinstance(base, ast.Name) and any(
                         catalogue.lookup(t.name) for t in names.resolve(base) if t.name != LOCAL):
@@ -403,6 +406,25 @@ class _Planner:
         if isinstance(stmt, ast.ImportFrom):
             return (stmt.module or "", alias.name, alias.asname)
         return (alias.name, None, alias.asname)
+
+
+@cache
+def _last_components() -> tuple[frozenset[str], frozenset[str]]:
+    """The last components of every catalogue name (what `x.attr` must end with to be one), and
+    of the legacy modules (`x.maps.anything` is a member of one)."""
+    named = [s for s in catalogue.symbols() if s.kind in catalogue.NAMED_KINDS]
+    return (frozenset(n.rpartition(".")[2] for s in named for n in s.names),
+            frozenset(n.rpartition(".")[2] for s in named if s.kind == "module" for n in s.names))
+
+
+def _through_module(chain: ast.expr, module_last: frozenset[str]) -> bool:
+    """Whether a link of this attribute chain may be a legacy module (its base name is checked
+    on its own: a base that resolves to one is reported at its import)."""
+    while isinstance(chain, ast.Attribute):
+        if chain.attr in module_last:
+            return True
+        chain = chain.value
+    return False
 
 
 def _code(qualname: str) -> str | None:
