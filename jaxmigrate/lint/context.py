@@ -42,16 +42,26 @@ class FileContext:
     def attributes_at(self) -> dict[str, list[tuple[int, ast.Attribute]]]:
         """(walk position, node) of the Attribute nodes by attribute name (``x.pmap`` under "pmap")."""
         found: dict[str, list[tuple[int, ast.Attribute]]] = {}
+        get = found.get
         for item in self.by_type.get(ast.Attribute, ()):
-            found.setdefault(item[1].attr, []).append(item)
+            bucket = get(item[1].attr)
+            if bucket is None:
+                found[item[1].attr] = [item]
+            else:
+                bucket.append(item)
         return found
 
     @cached_property
     def names_at(self) -> dict[str, list[tuple[int, ast.Name]]]:
         """(walk position, node) of the Name nodes by identifier."""
         found: dict[str, list[tuple[int, ast.Name]]] = {}
+        get = found.get
         for item in self.by_type.get(ast.Name, ()):
-            found.setdefault(item[1].id, []).append(item)
+            bucket = get(item[1].id)
+            if bucket is None:
+                found[item[1].id] = [item]
+            else:
+                bucket.append(item)
         return found
 
     @cached_property

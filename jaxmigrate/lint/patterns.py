@@ -22,6 +22,17 @@ def call_name(names: NameResolver, node: ast.AST) -> str | None:
     return names.qualified_name(node.func) if node.__class__ is ast.Call else None
 
 
+def call_name_among(names: NameResolver, node: ast.AST, wanted: frozenset[str]) -> str | None:
+    """``call_name`` for a caller that only asks whether it is one of ``wanted``: None, without
+    resolving, for an `x.attr(...)` whose attr no wanted name ends with."""
+    if node.__class__ is not ast.Call:
+        return None
+    func = node.func
+    if func.__class__ is ast.Attribute and func.attr not in _last_components(wanted):
+        return None
+    return names.qualified_name(func)
+
+
 def calls_to(names: NameResolver, node: ast.AST, wanted: Iterable[str]) -> bool:
     if node.__class__ is not ast.Call:
         return False
