@@ -11,7 +11,9 @@ import ast
 import bisect
 import io
 import tokenize
-from functools import cached_property, lru_cache
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Iterator
 
 from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children, children_in
 from jaxmigrate.core.source import SourceText
@@ -162,11 +164,60 @@ def as_module(source: "ParsedModule | str") -> "ParsedModule | None":
     return source if isinstance(source, ParsedModule) else parse_module(source)
 
 
-@lru_cache(maxsize=2)
+# The modules last parsed or checked, most recent last. On the fix path a codemod asks for the
+# module of exactly the text the checker just linted: it gets the checker's (its tree, resolver,
+# node index and the planners' analyses, built while the rules planned their fixes) instead of
+# parsing and analysing the file a second time. Only while fixing (``reusing_checked_modules``):
+# a check keeps no tree alive after its file, and the fix loop drops them after each pass, so no
+# more than one version of a big file is ever held.
+_RECENT: list[tuple[str, "ParsedModule | None"]] = []
+_KEEP = 2
+_remembering = False
+
+
+@contextmanager
+def reusing_checked_modules() -> Iterator[None]:
+    global _remembering
+    _remembering = True
+    try:
+        yield
+    finally:
+        _remembering = False
+        forget()
+
+
+def remember(module: ParsedModule) -> None:
+    """Offer ``module`` to the next ``parse_module`` of the same text (planners only read it)."""
+    if _remembering:
+        _keep(module.text, module)
+
+
+def forget() -> None:
+    _RECENT.clear()
+
+
+def recent_module(text: str) -> ParsedModule | None:
+    """The module of ``text`` if one was just parsed or checked (None otherwise): for a reader of
+    intermediate texts that should not keep what it parses."""
+    for seen, module in reversed(_RECENT):
+        if seen is text or seen == text:
+            return module
+    return None
+
+
 def parse_module(text: str) -> ParsedModule | None:
     """The parsed module (None: it does not parse), shared by every planner that looks at the same
     text in a row on the fix path. Planners only read it."""
+    for seen, module in reversed(_RECENT):
+        if seen is text or seen == text:
+            return module
     try:
-        return ParsedModule(text)
+        module = ParsedModule(text)
     except SyntaxError:
-        return None
+        module = None
+    _keep(text, module)
+    return module
+
+
+def _keep(text: str, module: ParsedModule | None) -> None:
+    _RECENT[:] = [(t, m) for t, m in _RECENT if t is not text and t != text][-(_KEEP - 1):] + [(text, module)]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
+from jaxmigrate.core.module import forget, reusing_checked_modules
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
@@ -177,6 +178,11 @@ def fix_text(
     Each pass applies either all non-overlapping edit fixes, or (when none is left) one codemod
     for all of its findings; then the text is linted again, so later fixes see earlier ones.
     """
+    with reusing_checked_modules():  # a codemod plans on the module the checker just built
+        return _fix_passes(text, path, rules, target_jax, unsafe, from_jax)
+
+
+def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
     allowed = {Safety.SAFE, Safety.UNSAFE} if unsafe else {Safety.SAFE}
     fixed = 0
     errors: list[Finding] = []
@@ -192,6 +198,7 @@ def fix_text(
         source = SourceText(text)
         edit_fixes = [f for f in fixable if not f.fix.codemod]
         if edit_fixes:
+            forget()  # edit fixes need no module: do not hold it while the result is parsed
             count, text_after = _apply_edit_fixes(text, edit_fixes, source, path, rejected, errors)
         else:
             count, text_after = _apply_codemod(text, fixable, source, path, rejected, errors)
@@ -226,6 +233,7 @@ def _apply_codemod(text, findings, source, path, rejected, errors) -> tuple[int,
     except Exception as error:  # a codemod's bug must not cost the user the other fixes
         candidate, problem = None, f"{type(error).__name__}: {error}"
     else:
+        forget()  # the old text's module: not needed again, and not to be held with the new one
         problem = None if _parses(candidate) else "its result does not parse"
     if problem is None and candidate != text:
         return len(mine), candidate

@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from jaxmigrate.core.module import Index, ParsedModule, index
+from jaxmigrate.core.module import Index, ParsedModule, index, remember
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.rule import Edit, Finding, Fix, Rule, Safety
 from jaxmigrate.names import NameResolver
@@ -81,7 +81,9 @@ class FileContext:
     @cached_property
     def module(self) -> ParsedModule:
         """This file as the codemods' planners read it: the same tree and resolver, no second parse."""
-        return ParsedModule(self.text, self.tree, self.names, self.source, self._index)
+        module = ParsedModule(self.text, self.tree, self.names, self.source, self._index)
+        remember(module)  # a fix of this text reuses it (core.module.parse_module)
+        return module
 
     @property
     def text(self) -> str:

@@ -24,7 +24,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 from jaxmigrate import catalogue
 from jaxmigrate.core.source import SourceText
@@ -145,6 +145,18 @@ class _Planner:
         import aliases, the outermost legacy link of an attribute chain (links share a position),
         names a star import brought in. `maps.Mesh` is reported (and planned) at the import of maps."""
         found: dict[tuple[int, int], ast.AST] = {}
+        for node, node_codes in self._candidates:
+            if not node_codes.isdisjoint(codes):
+                position, old = self.module.position(node), found.get(self.module.position(node))
+                if old is None or _size(self.module, node) > _size(self.module, old):
+                    found[position] = node
+        return found
+
+    @cached_property
+    def _candidates(self) -> list[tuple[ast.AST, frozenset[str]]]:
+        """Every node that names a symbol of these rules, with the rules, in walk order: looked for
+        once, whichever rules ask (the fix of a text asks again what its rules just asked)."""
+        found = []
         names = self.module.names
         last, module_last = _last_components()
         for node in self.module.of_type(ast.alias, ast.Attribute, ast.Name):
@@ -162,10 +174,9 @@ class _Planner:
                 quals = [t.name for t in names.resolve(node)]
             else:
                 continue
-            if any(_code(q) in codes for q in quals if q):
-                position, old = self.module.position(node), found.get(self.module.position(node))
-                if old is None or _size(self.module, node) > _size(self.module, old):
-                    found[position] = node
+            node_codes = frozenset(_code(q) for q in quals if q) - {None}
+            if node_codes:
+                found.append((node, node_codes))
         return found
 
     def site(self, position: tuple[int, int], node: ast.AST) -> tuple[Site, "_Plan | None"]:
