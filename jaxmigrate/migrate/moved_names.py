@@ -24,7 +24,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 
 from jaxmigrate import catalogue
 from jaxmigrate.core.source import SourceText
@@ -112,24 +112,28 @@ class _Plan(Plan):
 
 
 def _planner(source: ParsedModule | str) -> "_Planner | None":
-    """One planner per module: the four rules analysing a file share it (it is only read)."""
+    """A planner over the module's facts, found once: the four rules analysing a file and the fix
+    of the same text share them (they are only read)."""
     module = as_module(source)
     if module is None:
         return None
-    if "moved_names" not in module.shared:
-        module.shared["moved_names"] = _Planner(module)
-    return module.shared["moved_names"]
+    facts = module.shared.get("moved_names")
+    if facts is None:
+        facts = module.shared["moved_names"] = _Facts(module)
+    return _Planner(module, facts)
 
 
-class _Planner:
+class _Facts:
+    """What planning reads of a module, kept in its ``shared``. It holds no reference back to the
+    module: a cycle would keep the whole tree alive until the cyclic GC traversed it."""
+
     def __init__(self, module: ParsedModule) -> None:
-        self.module = module
-        self.renames = renames()
         self.by_id: dict[str, list[ast.Name]] = {}
         self.strings: set[str] = set()  # `__all__` entries, string annotations: uses we cannot see
         self.declared: set[str] = set()  # global / nonlocal
         self.fallbacks: set[int] = set()  # imports in `except ImportError:`, left alone by the rules
-        for node in self.module.nodes:
+        self.candidates: list[tuple[ast.AST, frozenset[str]]] | None = None  # see _Planner
+        for node in module.nodes:
             if isinstance(node, ast.Name):
                 self.by_id.setdefault(node.id, []).append(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
@@ -139,6 +143,15 @@ class _Planner:
             elif isinstance(node, (ast.Try, ast.TryStar)):
                 self.fallbacks.update(id(sub) for handler in node.handlers if catches_import_error(handler.type)
                                       for stmt in handler.body for sub in ast.walk(stmt))
+
+
+class _Planner:
+    def __init__(self, module: ParsedModule, facts: _Facts) -> None:
+        self.module = module
+        self.renames = renames()
+        self.facts = facts
+        self.by_id, self.strings, self.declared, self.fallbacks = (
+            facts.by_id, facts.strings, facts.declared, facts.fallbacks)
 
     def mentions(self, codes) -> dict[tuple[int, int], ast.AST]:
         """Position -> node of every mention of these rules' names, where the lint rules report it:
@@ -152,10 +165,15 @@ class _Planner:
                     found[position] = node
         return found
 
-    @cached_property
+    @property
     def _candidates(self) -> list[tuple[ast.AST, frozenset[str]]]:
         """Every node that names a symbol of these rules, with the rules, in walk order: looked for
         once, whichever rules ask (the fix of a text asks again what its rules just asked)."""
+        if self.facts.candidates is None:
+            self.facts.candidates = self._find_candidates()
+        return self.facts.candidates
+
+    def _find_candidates(self) -> list[tuple[ast.AST, frozenset[str]]]:
         found = []
         names = self.module.names
         last, module_last = _last_components()
