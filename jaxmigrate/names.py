@@ -9,6 +9,10 @@ local rebinding (``pm = jax.pmap``), ``functools.partial(jax.pmap, ...)`` and Py
 The analysis is flow-insensitive within a scope: every binding of a name in a scope is a candidate.
 A name bound both by ``from jax import pmap`` and by a ``def pmap`` resolves to two candidates,
 ``jax.pmap`` and ``LOCAL``; rules then report without a fix rather than guess.
+
+Following rebindings enumerates paths through them (``x = x.T`` bound k times in one scope has k!
+orders), so one question gets at most ``STEPS`` steps; past them the answer is ``LOCAL`` alone, the
+"cannot be jax's" answer, which no rule reports or rewrites.
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ class Target:
         return [arg for call in reversed(self.partials) for arg in call.args[1:]]
 
 
+STEPS = 10_000  # a real module's hardest question takes a few hundred
+
 _LOCAL_TARGET = Target(LOCAL)
+
+
+class _OutOfSteps(Exception):
+    pass
 _NOTHING: frozenset[int] = frozenset()
 
 
@@ -88,6 +98,7 @@ class NameResolver:
         self._resolved: dict[int, tuple[Target, ...]] = {}
         self._qualified: dict[int, str | None] = {}
         self._targets: dict[str, Target] = {}
+        self._steps = -1  # steps left for the question being answered; -1: none being answered
         _ScopeBuilder(self).build(tree)
 
     # -- public API -------------------------------------------------------------------------
@@ -97,7 +108,18 @@ class NameResolver:
         # Several rules ask about the same nodes; the tree does not change while they do.
         cached = self._resolved.get(id(expr))
         if cached is None:
-            found = self._resolve(expr, _NOTHING)
+            outermost = self._steps < 0
+            if outermost:
+                self._steps = STEPS
+            try:
+                found = self._resolve(expr, _NOTHING)
+            except _OutOfSteps:
+                if not outermost:
+                    raise
+                found = [_LOCAL_TARGET]
+            finally:
+                if outermost:
+                    self._steps = -1
             cached = self._resolved[id(expr)] = tuple(dict.fromkeys(found) if len(found) > 1 else found)
         return cached
 
@@ -164,6 +186,9 @@ class NameResolver:
     # Lists rather than generators, and one Target object per name: every callee of a file is
     # resolved at least once, so this is on the hot path of checking.
     def _resolve(self, expr: ast.AST, seen: frozenset[int]) -> list[Target]:
+        self._steps -= 1
+        if self._steps < 0:
+            raise _OutOfSteps
         if isinstance(expr, ast.Name):
             return self._resolve_name(expr, seen)
         if isinstance(expr, ast.Attribute):
