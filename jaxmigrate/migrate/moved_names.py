@@ -133,16 +133,16 @@ class _Facts:
         self.declared: set[str] = set()  # global / nonlocal
         self.fallbacks: set[int] = set()  # imports in `except ImportError:`, left alone by the rules
         self.candidates: list[tuple[ast.AST, frozenset[str]]] | None = None  # see _Planner
-        for node in module.nodes:
-            if isinstance(node, ast.Name):
-                self.by_id.setdefault(node.id, []).append(node)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+        for node in module.of_type(ast.Name):
+            self.by_id.setdefault(node.id, []).append(node)
+        for node in module.of_type(ast.Constant):
+            if isinstance(node.value, str) and node.value.isidentifier():
                 self.strings.add(node.value)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                self.declared.update(node.names)
-            elif isinstance(node, (ast.Try, ast.TryStar)):
-                self.fallbacks.update(id(sub) for handler in node.handlers if catches_import_error(handler.type)
-                                      for stmt in handler.body for sub in ast.walk(stmt))
+        for node in module.of_type(ast.Global, ast.Nonlocal):
+            self.declared.update(node.names)
+        for node in module.of_type(ast.Try, ast.TryStar):
+            self.fallbacks.update(id(sub) for handler in node.handlers if catches_import_error(handler.type)
+                                  for stmt in handler.body for sub in ast.walk(stmt))
 
 
 class _Planner:
