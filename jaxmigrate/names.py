@@ -21,7 +21,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children_in
+from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children, children_in
 
 LOCAL = "<local>"  # bound by something this resolver cannot see through: def, parameter, loop, ...
 
@@ -335,7 +335,7 @@ class _ScopeBuilder:
                 self._body(case.body, scope)
         else:
             # if / while / return / expression statements / raise / assert / delete ...
-            for child in ast.iter_child_nodes(node):
+            for child in children(node):
                 if isinstance(child, ast.stmt):
                     self._stmt(child, scope)
                 elif isinstance(child, ast.expr):
@@ -372,39 +372,48 @@ class _ScopeBuilder:
         # Iterative: deeply nested expressions must not hit the recursion limit. The children are
         # pushed inline, without the Load/Store markers: this loop sees every expression node.
         stack = [node] if node is not None else []
-        push, extend, scope_of = stack.append, stack.extend, self.resolver._scope_of
+        push, extend, pop, scope_of = stack.append, stack.extend, stack.pop, self.resolver._scope_of
+        in_module = scope is self.resolver.module_scope  # the default scope of a Name: not recorded
+        generic = _GENERIC_FIELDS
         while stack:
-            node = stack.pop()
+            node = pop()
             kind = node.__class__
             if kind is ast.Name:
-                scope_of[id(node)] = scope
-            elif kind is ast.Constant:
+                if not in_module:
+                    scope_of[id(node)] = scope
                 continue
-            elif kind is ast.Lambda:
-                stack.extend(_defaults(node.args))
-                inner = self._scope(node, scope)
-                self._params(node.args, inner)
-                self._expr(node.body, inner)
-            elif kind in _COMPREHENSIONS:
-                self._comprehension(node, scope)
-            elif kind is ast.NamedExpr:
-                # The walrus binds in the nearest enclosing non-comprehension scope.
-                owner = scope
-                while isinstance(owner.node, _COMPREHENSIONS) and owner.parent is not None:
-                    owner = owner.parent
-                owner.bind(node.target.id, ValueBinding(node.value))
-                scope_of[id(node.target)] = owner
-                push(node.value)
-            else:
-                for name, field_kind in child_fields(kind):
-                    if field_kind == ONE:
-                        value = getattr(node, name)
-                        if value is not None:
-                            push(value)
-                    elif field_kind == MANY:
-                        extend(getattr(node, name))
-                    else:
-                        extend(children_in(node, name, field_kind))
+            fields = generic.get(kind)
+            if fields is None:  # a node that binds or opens a scope (or a class not seen yet)
+                if kind is ast.Constant:
+                    continue
+                if kind is ast.Lambda:
+                    stack.extend(_defaults(node.args))
+                    inner = self._scope(node, scope)
+                    self._params(node.args, inner)
+                    self._expr(node.body, inner)
+                    continue
+                if kind in _COMPREHENSIONS:
+                    self._comprehension(node, scope)
+                    continue
+                if kind is ast.NamedExpr:
+                    # The walrus binds in the nearest enclosing non-comprehension scope.
+                    owner = scope
+                    while isinstance(owner.node, _COMPREHENSIONS) and owner.parent is not None:
+                        owner = owner.parent
+                    owner.bind(node.target.id, ValueBinding(node.value))
+                    scope_of[id(node.target)] = owner
+                    push(node.value)
+                    continue
+                fields = generic[kind] = child_fields(kind)
+            for name, field_kind in fields:
+                if field_kind == ONE:
+                    value = getattr(node, name)
+                    if value is not None:
+                        push(value)
+                elif field_kind == MANY:
+                    extend(getattr(node, name))
+                else:
+                    extend(children_in(node, name, field_kind))
 
     def _comprehension(self, node: ast.expr, scope: Scope) -> None:
         first, *rest = node.generators
@@ -423,6 +432,8 @@ class _ScopeBuilder:
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+# Node class -> its child fields, for the classes the expression walk just descends into.
+_GENERIC_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
 
 
 def _defaults(args: ast.arguments) -> list[ast.expr]:
