@@ -9,6 +9,10 @@ local rebinding (``pm = jax.pmap``), ``functools.partial(jax.pmap, ...)`` and Py
 The analysis is flow-insensitive within a scope: every binding of a name in a scope is a candidate.
 A name bound both by ``from jax import pmap`` and by a ``def pmap`` resolves to two candidates,
 ``jax.pmap`` and ``LOCAL``; rules then report without a fix rather than guess.
+
+Following rebindings enumerates paths through them (``x = x.T`` bound k times in one scope has k!
+orders), so one question gets at most ``STEPS`` steps; past them the answer is ``LOCAL`` alone, the
+"cannot be jax's" answer, which no rule reports or rewrites.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from typing import Iterator
+
+from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children, children_in
 
 LOCAL = "<local>"  # bound by something this resolver cannot see through: def, parameter, loop, ...
 
@@ -37,6 +43,16 @@ class Target:
     @property
     def bound_args(self) -> list[ast.expr]:
         return [arg for call in reversed(self.partials) for arg in call.args[1:]]
+
+
+STEPS = 10_000  # a real module's hardest question takes a few hundred
+
+_LOCAL_TARGET = Target(LOCAL)
+
+
+class _OutOfSteps(Exception):
+    pass
+_NOTHING: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,9 @@ class NameResolver:
         self._scope_of: dict[int, Scope] = {}
         self.scopes: list[Scope] = [self.module_scope]
         self._resolved: dict[int, tuple[Target, ...]] = {}
+        self._qualified: dict[int, str | None] = {}
+        self._targets: dict[str, Target] = {}
+        self._steps = -1  # steps left for the question being answered; -1: none being answered
         _ScopeBuilder(self).build(tree)
 
     # -- public API -------------------------------------------------------------------------
@@ -89,7 +108,19 @@ class NameResolver:
         # Several rules ask about the same nodes; the tree does not change while they do.
         cached = self._resolved.get(id(expr))
         if cached is None:
-            cached = self._resolved[id(expr)] = tuple(dict.fromkeys(self._resolve(expr, frozenset())))
+            outermost = self._steps < 0
+            if outermost:
+                self._steps = STEPS
+            try:
+                found = self._resolve(expr, _NOTHING)
+            except _OutOfSteps:
+                if not outermost:
+                    raise
+                found = [_LOCAL_TARGET]
+            finally:
+                if outermost:
+                    self._steps = -1
+            cached = self._resolved[id(expr)] = tuple(dict.fromkeys(found) if len(found) > 1 else found)
         return cached
 
     def candidates(self, expr: ast.AST) -> frozenset[str]:
@@ -98,10 +129,16 @@ class NameResolver:
 
     def qualified_name(self, expr: ast.AST) -> str | None:
         """The one qualified name ``expr`` refers to, or None when it is unknown or ambiguous."""
+        # Asked of every call's callee by several rules: one dict lookup after the first time.
+        key = id(expr)
+        if key in self._qualified:
+            return self._qualified[key]
         targets = self.resolve(expr)
+        name = None
         if len(targets) == 1 and targets[0].name != LOCAL and not targets[0].partials:
-            return targets[0].name
-        return None
+            name = targets[0].name
+        self._qualified[key] = name
+        return name
 
     def mentions(self, expr: ast.expr) -> list[ast.AST]:
         """Where the name ``expr`` refers to is spelled out: the attribute chain itself, or the
@@ -146,36 +183,52 @@ class NameResolver:
 
     # -- resolution -------------------------------------------------------------------------
 
-    def _resolve(self, expr: ast.AST, seen: frozenset[int]) -> Iterator[Target]:
+    # Lists rather than generators, and one Target object per name: every callee of a file is
+    # resolved at least once, so this is on the hot path of checking.
+    def _resolve(self, expr: ast.AST, seen: frozenset[int]) -> list[Target]:
+        self._steps -= 1
+        if self._steps < 0:
+            raise _OutOfSteps
         if isinstance(expr, ast.Name):
-            yield from self._resolve_name(expr, seen)
-        elif isinstance(expr, ast.Attribute):
-            for base in self._resolve(expr.value, seen):
-                if base.name == LOCAL or base.partials:
-                    yield Target(LOCAL)
-                else:
-                    yield Target(f"{base.name}.{expr.attr}")
-        elif isinstance(expr, ast.Call) and expr.args:
+            return self._resolve_name(expr, seen)
+        if isinstance(expr, ast.Attribute):
+            # Unless inside a rebinding walk, the base's answer is the cached one: each link of
+            # `a.b.c.d` is asked about, and resolving every link anew made a chain quadratic.
+            bases = self._resolve(expr.value, seen) if seen else self.resolve(expr.value)
+            return [_LOCAL_TARGET if base.name == LOCAL or base.partials else self._target(f"{base.name}.{expr.attr}")
+                    for base in bases]
+        if isinstance(expr, ast.Call) and expr.args:
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr != "partial":
+                # `x.attr` can only name `<base>.attr` or something local, never functools.partial:
+                # resolving its base would cost a walk through every rebinding of `x`, and
+                # `x = x.map(...)` repeated k times made that k! walks.
+                return []
             func = frozenset(t.name for t in self._resolve(expr.func, seen))
             if func & PARTIAL:
-                for target in self._resolve(expr.args[0], seen | {id(expr)}):
-                    yield Target(target.name, (expr, *target.partials))
+                return [Target(target.name, (expr, *target.partials))
+                        for target in self._resolve(expr.args[0], seen | {id(expr)})]
+        return []
 
-    def _resolve_name(self, name: ast.Name, seen: frozenset[int]) -> Iterator[Target]:
+    def _resolve_name(self, name: ast.Name, seen: frozenset[int]) -> list[Target]:
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
         if scope is None:
             # Unbound here: a builtin, or a name a star import brought in.
-            for module in self.star_imports:
-                yield Target(f"{module}.{name.id}")
-            return
+            return [self._target(f"{module}.{name.id}") for module in self.star_imports]
+        found: list[Target] = []
         for binding in scope.bindings[name.id]:
             if isinstance(binding, ImportBinding):
-                yield Target(binding.qualname)
+                found.append(self._target(binding.qualname))
             elif isinstance(binding, ValueBinding) and id(binding.value) not in seen:
-                targets = list(self._resolve(binding.value, seen | {id(binding.value)}))
-                yield from targets or [Target(LOCAL)]
+                found += self._resolve(binding.value, seen | {id(binding.value)}) or [_LOCAL_TARGET]
             else:
-                yield Target(LOCAL)
+                found.append(_LOCAL_TARGET)
+        return found
+
+    def _target(self, name: str) -> Target:
+        target = self._targets.get(name)
+        if target is None:
+            target = self._targets[name] = Target(name)
+        return target
 
     def _binding_scope(self, name: str, scope: Scope) -> Scope | None:
         start = scope
@@ -282,7 +335,7 @@ class _ScopeBuilder:
                 self._body(case.body, scope)
         else:
             # if / while / return / expression statements / raise / assert / delete ...
-            for child in ast.iter_child_nodes(node):
+            for child in children(node):
                 if isinstance(child, ast.stmt):
                     self._stmt(child, scope)
                 elif isinstance(child, ast.expr):
@@ -319,38 +372,48 @@ class _ScopeBuilder:
         # Iterative: deeply nested expressions must not hit the recursion limit. The children are
         # pushed inline, without the Load/Store markers: this loop sees every expression node.
         stack = [node] if node is not None else []
-        push, scope_of, node_type, marker = stack.append, self.resolver._scope_of, ast.AST, ast.expr_context
+        push, extend, pop, scope_of = stack.append, stack.extend, stack.pop, self.resolver._scope_of
+        in_module = scope is self.resolver.module_scope  # the default scope of a Name: not recorded
+        generic = _GENERIC_FIELDS
         while stack:
-            node = stack.pop()
+            node = pop()
             kind = node.__class__
             if kind is ast.Name:
-                scope_of[id(node)] = scope
-            elif kind is ast.Constant:
+                if not in_module:
+                    scope_of[id(node)] = scope
                 continue
-            elif kind is ast.Lambda:
-                stack.extend(_defaults(node.args))
-                inner = self._scope(node, scope)
-                self._params(node.args, inner)
-                self._expr(node.body, inner)
-            elif kind in _COMPREHENSIONS:
-                self._comprehension(node, scope)
-            elif kind is ast.NamedExpr:
-                # The walrus binds in the nearest enclosing non-comprehension scope.
-                owner = scope
-                while isinstance(owner.node, _COMPREHENSIONS) and owner.parent is not None:
-                    owner = owner.parent
-                owner.bind(node.target.id, ValueBinding(node.value))
-                scope_of[id(node.target)] = owner
-                push(node.value)
-            else:
-                for name in node._fields:
-                    value = getattr(node, name, None)
-                    if value.__class__ is list:
-                        for item in value:
-                            if isinstance(item, node_type):
-                                push(item)
-                    elif isinstance(value, node_type) and not isinstance(value, marker):
+            fields = generic.get(kind)
+            if fields is None:  # a node that binds or opens a scope (or a class not seen yet)
+                if kind is ast.Constant:
+                    continue
+                if kind is ast.Lambda:
+                    stack.extend(_defaults(node.args))
+                    inner = self._scope(node, scope)
+                    self._params(node.args, inner)
+                    self._expr(node.body, inner)
+                    continue
+                if kind in _COMPREHENSIONS:
+                    self._comprehension(node, scope)
+                    continue
+                if kind is ast.NamedExpr:
+                    # The walrus binds in the nearest enclosing non-comprehension scope.
+                    owner = scope
+                    while isinstance(owner.node, _COMPREHENSIONS) and owner.parent is not None:
+                        owner = owner.parent
+                    owner.bind(node.target.id, ValueBinding(node.value))
+                    scope_of[id(node.target)] = owner
+                    push(node.value)
+                    continue
+                fields = generic[kind] = child_fields(kind)
+            for name, field_kind in fields:
+                if field_kind == ONE:
+                    value = getattr(node, name)
+                    if value is not None:
                         push(value)
+                elif field_kind == MANY:
+                    extend(getattr(node, name))
+                else:
+                    extend(children_in(node, name, field_kind))
 
     def _comprehension(self, node: ast.expr, scope: Scope) -> None:
         first, *rest = node.generators
@@ -369,6 +432,8 @@ class _ScopeBuilder:
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+# Node class -> its child fields, for the classes the expression walk just descends into.
+_GENERIC_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
 
 
 def _defaults(args: ast.arguments) -> list[ast.expr]:

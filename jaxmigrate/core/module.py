@@ -8,25 +8,78 @@ parse and resolver instead of parsing the file again. Every fact is computed on 
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import tokenize
-from functools import cached_property, lru_cache
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Iterator
 
+from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children, children_in
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.names import ImportBinding, NameResolver
+
+
+Index = tuple[list[ast.AST], dict[type, list[tuple[int, ast.AST]]]]
+
+
+def index(tree: ast.AST) -> Index:
+    """Every node in ``ast.walk`` (breadth-first) order, and (position, node) by node type, in one
+    pass that reads only the fields that hold nodes (``ast.walk`` costs 3x as much). The
+    Load/Store/Del markers (three in ten nodes) are left out: code reads ``node.ctx``, never visits
+    the markers."""
+    nodes = [tree]
+    append, extend = nodes.append, nodes.extend
+    by_type: dict[type, list[tuple[int, ast.AST]]] = {}
+    fields_of: dict[type, tuple[tuple[str, int], ...]] = {}
+    for position, node in enumerate(nodes):  # the list grows while it is walked
+        cls = node.__class__
+        bucket = by_type.get(cls)
+        if bucket is None:
+            bucket = by_type[cls] = []
+            fields_of[cls] = child_fields(cls)
+        bucket.append((position, node))
+        for name, kind in fields_of[cls]:
+            if kind == ONE:
+                value = getattr(node, name)
+                if value is not None:
+                    append(value)
+            elif kind == MANY:
+                extend(getattr(node, name))
+            else:
+                extend(children_in(node, name, kind))
+    return nodes, by_type
 
 
 class ParsedModule:
     """Source positions, the resolver, parents, comments and identifiers of one module."""
 
     def __init__(self, text: str, tree: ast.Module | None = None, names: NameResolver | None = None,
-                 source: SourceText | None = None) -> None:
+                 source: SourceText | None = None, walked: Index | None = None) -> None:
         self.text = text
         self.tree = ast.parse(text) if tree is None else tree
         self.src = SourceText(text) if source is None else source
         self._names = names
+        self._walked = walked
         # Analyses that several planners of one module share (built once, only read).
         self.shared: dict[str, object] = {}
+
+    @property
+    def nodes(self) -> list[ast.AST]:
+        """Every node but the Load/Store/Del markers, in ``ast.walk`` order: what a planner loops
+        over instead of walking the tree again."""
+        if self._walked is None:
+            self._walked = index(self.tree)
+        return self._walked[0]
+
+    def of_type(self, *types: type) -> list[ast.AST]:
+        """The nodes of exactly these types, in ``ast.walk`` order."""
+        if self._walked is None:
+            self._walked = index(self.tree)
+        by_type = self._walked[1]
+        if len(types) == 1:
+            return [node for _, node in by_type.get(types[0], ())]
+        return [node for _, node in sorted(item for t in types for item in by_type.get(t, ()))]
 
     @property
     def names(self) -> NameResolver:
@@ -36,17 +89,13 @@ class ParsedModule:
 
     @cached_property
     def parent(self) -> dict[int, ast.AST]:
-        parents: dict[int, ast.AST] = {}
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                parents[id(child)] = node
-        return parents
+        return {id(child): node for node in self.nodes for child in children(node)}
 
     @cached_property
     def identifiers(self) -> set[str]:
         """Every name the module binds or reads, in any scope: a new name must avoid them all."""
         found: set[str] = set()
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Name):
                 found.add(node.id)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -83,7 +132,10 @@ class ParsedModule:
 
     def has_comment(self, node: ast.AST) -> bool:
         start, end = self.span(node)
-        return any(start <= c < end for c in self.comments)
+        if "#" not in self.text[start:end]:
+            return False  # no comment can start here: no need to tokenize the whole file
+        comments = self.comments
+        return bisect.bisect_left(comments, start) < bisect.bisect_left(comments, end)
 
     def parent_of(self, node: ast.AST) -> ast.AST | None:
         return self.parent.get(id(node))
@@ -150,11 +202,60 @@ def as_module(source: "ParsedModule | str") -> "ParsedModule | None":
     return source if isinstance(source, ParsedModule) else parse_module(source)
 
 
-@lru_cache(maxsize=2)
+# The modules last parsed or checked, most recent last. On the fix path a codemod asks for the
+# module of exactly the text the checker just linted: it gets the checker's (its tree, resolver,
+# node index and the planners' analyses, built while the rules planned their fixes) instead of
+# parsing and analysing the file a second time. Only while fixing (``reusing_checked_modules``):
+# a check keeps no tree alive after its file, and the fix loop drops them after each pass, so no
+# more than one version of a big file is ever held.
+_RECENT: list[tuple[str, "ParsedModule | None"]] = []
+_KEEP = 2
+_remembering = False
+
+
+@contextmanager
+def reusing_checked_modules() -> Iterator[None]:
+    global _remembering
+    _remembering = True
+    try:
+        yield
+    finally:
+        _remembering = False
+        forget()
+
+
+def remember(module: ParsedModule) -> None:
+    """Offer ``module`` to the next ``parse_module`` of the same text (planners only read it)."""
+    if _remembering:
+        _keep(module.text, module)
+
+
+def forget() -> None:
+    _RECENT.clear()
+
+
+def recent_module(text: str) -> ParsedModule | None:
+    """The module of ``text`` if one was just parsed or checked (None otherwise): for a reader of
+    intermediate texts that should not keep what it parses."""
+    for seen, module in reversed(_RECENT):
+        if seen is text or seen == text:
+            return module
+    return None
+
+
 def parse_module(text: str) -> ParsedModule | None:
     """The parsed module (None: it does not parse), shared by every planner that looks at the same
     text in a row on the fix path. Planners only read it."""
+    for seen, module in reversed(_RECENT):
+        if seen is text or seen == text:
+            return module
     try:
-        return ParsedModule(text)
+        module = ParsedModule(text)
     except SyntaxError:
-        return None
+        module = None
+    _keep(text, module)
+    return module
+
+
+def _keep(text: str, module: ParsedModule | None) -> None:
+    _RECENT[:] = [(t, m) for t, m in _RECENT if t is not text and t != text][-(_KEEP - 1):] + [(text, module)]

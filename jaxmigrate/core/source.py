@@ -15,7 +15,11 @@ class SourceText:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    @cached_property
+    def line_starts(self) -> list[int]:
+        # Built on first use: most checked files report nothing and never need it.
+        return [0] + [m.end() for m in _NEWLINE.finditer(self.text)]
 
     def offset(self, line: int, byte_col: int) -> int:
         start = self.line_starts[line - 1]

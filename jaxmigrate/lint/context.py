@@ -7,33 +7,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.core.module import Index, ParsedModule, index, remember
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.findings import Finding, Fix, Safety
 from jaxmigrate.names import NameResolver
-
-
-def index(tree: ast.AST) -> tuple[list[ast.AST], dict[type, list[tuple[int, ast.AST]]]]:
-    """Every node in ``ast.walk`` (breadth-first) order, and (position, node) by node type, in one
-    pass without a generator per node. The Load/Store/Del markers (three in ten nodes) are left
-    out: rules read ``node.ctx``, never visit the markers themselves."""
-    nodes = [tree]
-    append, node_type, marker = nodes.append, ast.AST, ast.expr_context
-    by_type: dict[type, list[tuple[int, ast.AST]]] = {}
-    for position, node in enumerate(nodes):  # the list grows while it is walked
-        bucket = by_type.get(node.__class__)
-        if bucket is None:
-            bucket = by_type[node.__class__] = []
-        bucket.append((position, node))
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for item in value:
-                    if isinstance(item, node_type):
-                        append(item)
-            elif isinstance(value, node_type) and not isinstance(value, marker):
-                append(value)
-    return nodes, by_type
 
 
 @dataclass
@@ -48,7 +25,7 @@ class FileContext:
     from_jax: tuple[int, int] | None = None
 
     @cached_property
-    def _index(self) -> tuple[list[ast.AST], dict[type, list[tuple[int, ast.AST]]]]:
+    def _index(self) -> Index:
         return index(self.tree)
 
     @property
@@ -66,16 +43,26 @@ class FileContext:
     def attributes_at(self) -> dict[str, list[tuple[int, ast.Attribute]]]:
         """(walk position, node) of the Attribute nodes by attribute name (``x.pmap`` under "pmap")."""
         found: dict[str, list[tuple[int, ast.Attribute]]] = {}
+        get = found.get
         for item in self.by_type.get(ast.Attribute, ()):
-            found.setdefault(item[1].attr, []).append(item)
+            bucket = get(item[1].attr)
+            if bucket is None:
+                found[item[1].attr] = [item]
+            else:
+                bucket.append(item)
         return found
 
     @cached_property
     def names_at(self) -> dict[str, list[tuple[int, ast.Name]]]:
         """(walk position, node) of the Name nodes by identifier."""
         found: dict[str, list[tuple[int, ast.Name]]] = {}
+        get = found.get
         for item in self.by_type.get(ast.Name, ()):
-            found.setdefault(item[1].id, []).append(item)
+            bucket = get(item[1].id)
+            if bucket is None:
+                found[item[1].id] = [item]
+            else:
+                bucket.append(item)
         return found
 
     @cached_property
@@ -95,7 +82,9 @@ class FileContext:
     @cached_property
     def module(self) -> ParsedModule:
         """This file as the codemods' planners read it: the same tree and resolver, no second parse."""
-        return ParsedModule(self.text, self.tree, self.names, self.source)
+        module = ParsedModule(self.text, self.tree, self.names, self.source, self._index)
+        remember(module)  # a fix of this text reuses it (core.module.parse_module)
+        return module
 
     @property
     def text(self) -> str:

@@ -98,12 +98,10 @@ class LegacyNameRule(CatalogueRule):
         # Only the nodes that spell one of this rule's names, from the file's shared index, in
         # walk order (an outer attribute before the chain inside it): visiting every Attribute
         # and Name of the file, rule after rule, was the costliest part of checking.
-        wanted = [
-            item
-            for name in self._last_names
-            for index in (ctx.attributes_at, ctx.names_at)
-            for item in index.get(name, ())
-        ]
+        # A bare name is only reported when a star import brought it in (see _name): without one,
+        # the file's Names need not even be indexed by identifier.
+        indexes = (ctx.attributes_at, ctx.names_at) if ctx.names.star_imports else (ctx.attributes_at,)
+        wanted = [item for name in self._last_names for index in indexes for item in index.get(name, ())]
         for _, node in sorted(wanted, key=_position):
             if isinstance(node, ast.Attribute):
                 self._attribute(node, ctx)

@@ -4,6 +4,7 @@ answered through the one resolver, never by a bare name match."""
 from __future__ import annotations
 
 import ast
+from functools import cache
 from typing import Iterable, Iterator
 
 from jaxmigrate.names import NameResolver, ValueBinding
@@ -18,11 +19,32 @@ MESH_MAKERS = frozenset({"jax.make_mesh", "jax.sharding.Mesh", "jax.experimental
 
 def call_name(names: NameResolver, node: ast.AST) -> str | None:
     """The qualified name a call's callee unambiguously refers to."""
-    return names.qualified_name(node.func) if isinstance(node, ast.Call) else None
+    return names.qualified_name(node.func) if node.__class__ is ast.Call else None
+
+
+def call_name_among(names: NameResolver, node: ast.AST, wanted: frozenset[str]) -> str | None:
+    """``call_name`` for a caller that only asks whether it is one of ``wanted``: None, without
+    resolving, for an `x.attr(...)` whose attr no wanted name ends with."""
+    if node.__class__ is not ast.Call:
+        return None
+    func = node.func
+    if func.__class__ is ast.Attribute and func.attr not in _last_components(wanted):
+        return None
+    return names.qualified_name(func)
 
 
 def calls_to(names: NameResolver, node: ast.AST, wanted: Iterable[str]) -> bool:
-    return call_name(names, node) in frozenset(wanted)
+    if node.__class__ is not ast.Call:
+        return False
+    func = node.func
+    if func.__class__ is ast.Attribute and func.attr not in _last_components(frozenset(wanted)):
+        return False  # `x.attr` can only name something ending in `.attr`: no need to resolve it
+    return names.qualified_name(func) in wanted
+
+
+@cache
+def _last_components(qualnames: frozenset[str]) -> frozenset[str]:
+    return frozenset(name.rpartition(".")[2] for name in qualnames)
 
 
 def str_literal(node: ast.AST | None) -> str | None:

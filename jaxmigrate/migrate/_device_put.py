@@ -122,8 +122,8 @@ class _Placements:
     def run(self, sites: Sites, names: frozenset[str], render) -> list[Site]:
         module = self.module
         out: dict[tuple[int, int], Site] = {}
-        for node in ast.walk(module.tree):
-            if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+        for node in module.of_type(ast.Name, ast.Attribute):
+            if not isinstance(node.ctx, ast.Load):
                 continue
             parent = module.parent_of(node)
             if isinstance(parent, ast.Attribute):

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Iterable
 
 from jaxmigrate.core.edits import Edit, splice
-from jaxmigrate.core.source import SourceText
-from jaxmigrate.names import ImportBinding, NameResolver
+from jaxmigrate.core.module import ParsedModule, recent_module
+from jaxmigrate.names import ImportBinding
 
 ImportKey = tuple[str, "str | None", "str | None"]  # (module, object or None, alias or None)
 
@@ -48,8 +48,10 @@ class _Header:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.source = SourceText(text)
-        self.tree = ast.parse(text)
+        # The planner's own parse when this is the text it read; kept no longer than this header.
+        self.module = recent_module(text) or ParsedModule(text)
+        self.source = self.module.src
+        self.tree = self.module.tree
         body = self.tree.body
         self.docstring = (body[0] if body and isinstance(body[0], ast.Expr)
                           and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
@@ -119,21 +121,21 @@ def _binds(alias: ast.alias, key: ImportKey, stmt: ast.stmt) -> bool:
 # -- removing ----------------------------------------------------------------------------------
 
 
-def _import_aliases(tree: ast.AST, key: ImportKey) -> list[tuple[ast.stmt, ast.alias]]:
+def _import_aliases(module: ParsedModule, key: ImportKey) -> list[tuple[ast.stmt, ast.alias]]:
     """Every import (in any scope) that binds ``key``."""
-    return [(stmt, alias) for stmt in ast.walk(tree) if _is_import(stmt)
+    return [(stmt, alias) for stmt in module.of_type(ast.Import, ast.ImportFrom)
             for alias in stmt.names if _binds(alias, key, stmt)]
 
 
-def _read(tree: ast.Module, alias: ast.alias, name: str) -> bool:
+def _read(module: ParsedModule, alias: ast.alias, name: str) -> bool:
     """Whether any name in the module reads the binding ``alias`` made (scope by scope, as Python
     looks names up), or ``__all__`` exports it."""
-    resolver = NameResolver(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Store):
+    resolver = module.names
+    for node in module.of_type(ast.Name):
+        if node.id == name and not isinstance(node.ctx, ast.Store):
             if any(isinstance(b, ImportBinding) and b.node is alias for b in resolver.bindings(node)):
                 return True
-    return any(isinstance(node, ast.Constant) and node.value == name for node in _all_lists(tree))
+    return any(isinstance(node, ast.Constant) and node.value == name for node in _all_lists(module.tree))
 
 
 def _all_lists(tree: ast.Module):
@@ -152,12 +154,12 @@ def _remove(original: str, text: str, key: ImportKey) -> str:
     """``text`` without the import of ``key`` where the plan's edits made it unused: read in
     ``original``, and no longer in ``text``."""
     name = _bound_name(key)
-    before = ast.parse(original)
+    before = recent_module(original) or ParsedModule(original)
     if not any(_read(before, alias, name) for _, alias in _import_aliases(before, key)):
         return text  # it was never used: not this plan's to remove
     header = _Header(text)
-    for stmt, alias in _import_aliases(header.tree, key):
-        if _read(header.tree, alias, name):
+    for stmt, alias in _import_aliases(header.module, key):
+        if _read(header.module, alias, name):
             continue
         if len(stmt.names) == 1:
             start, end = header.line_start(stmt.lineno), header.line_end(stmt.end_lineno)
@@ -311,7 +313,7 @@ def _insert_helpers(text: str, helpers: dict[str, str]) -> str:
 
 
 def _indent_unit(header: _Header) -> str:
-    for node in ast.walk(header.tree):
+    for node in header.module.nodes:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.With)) and node.body:
             first = node.body[0]
             line = header.source.line(first.lineno)

@@ -16,6 +16,7 @@ whose lines are all too short to tell.
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import tokenize
 from collections.abc import Iterator
@@ -86,8 +87,14 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
         for line in range(first, last + 1):
             lengthened.add((line, len(old.line(old_line))))
     unit = indent_unit(original)
+    # Bottom up: fitting a line changes only the lines from it down, so the spliced text's line
+    # table and (one) parse still hold for every line above. Reading them afresh for each line
+    # made a file with many rewritten long lines quadratic.
+    layout, seen = _Layout(text), set()
     for line, was in sorted(lengthened, reverse=True):
-        text = _fit_line(text, line, limit, unit, was)
+        # A line two edits lengthened is looked at again as it now is.
+        text = _fit_line(text, line, limit, unit, was, None if line in seen else layout)
+        seen.add(line)
     return text
 
 
@@ -120,23 +127,48 @@ def _tokens(fragment: str) -> list[tokenize.TokenInfo]:
 
 
 def _line_of(starts: list[int], offset: int) -> int:
-    import bisect
-
     return bisect.bisect_right(starts, offset)
 
 
-def _fit_line(text: str, line: int, limit: int, unit: str, was: int) -> str:
-    source = SourceText(text)
+class _Layout:
+    """A text's line table and, on first need, its brackets that open and close on one line."""
+
+    def __init__(self, text: str) -> None:
+        self.source = SourceText(text)
+        self._brackets: dict[int, list[ast.expr]] | None = None
+
+    def brackets(self, line: int) -> list[ast.expr] | None:
+        """The bracket nodes on ``line`` in walk order; None when the text does not parse."""
+        if self._brackets is None:
+            try:
+                tree = ast.parse(self.source.text)
+            except SyntaxError:
+                return None
+            self._brackets = {}
+            # `[f(\n    a,\n) for a in b]` is no one's layout: nothing inside a comprehension.
+            inside = {id(inner) for comp in ast.walk(tree) if isinstance(comp, _COMPREHENSIONS)
+                      for inner in ast.walk(comp) if inner is not comp}
+            for node in ast.walk(tree):
+                if type(node) in _BRACKETS and node.lineno == node.end_lineno and id(node) not in inside:
+                    self._brackets.setdefault(node.lineno, []).append(node)
+        return self._brackets.get(line, [])
+
+
+def _fit_line(text: str, line: int, limit: int, unit: str, was: int, layout: _Layout | None = None) -> str:
+    """``text`` with ``line`` broken at its brackets if it is too long. ``layout`` is the text as
+    it was before any line from ``line`` down changed (the same as ``text`` above it)."""
+    if layout is None:
+        layout = _Layout(text)
+    source = layout.source
     if line > len(source.line_starts):
         return text
     current = source.line(line)
     if len(current) <= limit or len(current) <= was:
         return text
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    brackets = layout.brackets(line)
+    if brackets is None:
         return text
-    node = _outermost_bracket(tree, source, line)
+    node = _outermost_bracket(brackets, source)
     if node is None:
         return text
     head = text[source.line_starts[line - 1]:source.span(node)[0]]
@@ -152,25 +184,19 @@ def _fit_line(text: str, line: int, limit: int, unit: str, was: int) -> str:
     end = start + len(current)
     nl = source.newline
     text = text[:start] + nl.join(new_lines) + text[end:]
-    # The elements may still be too long: each gets the same treatment, bottom up.
+    # The elements may still be too long: each gets the same treatment, bottom up (an element
+    # within the width needs no second look).
     for index in range(len(new_lines) - 1, 0, -1):
-        text = _fit_line(text, line + index, limit, unit, 0)
+        if len(new_lines[index]) > limit:
+            text = _fit_line(text, line + index, limit, unit, 0)
     return text
 
 
-def _outermost_bracket(tree: ast.AST, source: SourceText, line: int) -> ast.expr | None:
-    """The bracket on ``line`` holding the most text (opened and closed there, with elements):
-    in ``jax.jit(f, in_shardings=...)(x)`` the arguments of ``jit``, not the ``(x)``."""
+def _outermost_bracket(brackets: list[ast.expr], source: SourceText) -> ast.expr | None:
+    """The bracket of its line holding the most text (with elements): in
+    ``jax.jit(f, in_shardings=...)(x)`` the arguments of ``jit``, not the ``(x)``."""
     best, best_len = None, 0
-    inside_comprehension = {
-        id(inner) for comp in ast.walk(tree) if isinstance(comp, _COMPREHENSIONS) and comp.lineno <= line <= comp.end_lineno
-        for inner in ast.walk(comp) if inner is not comp
-    }
-    for node in ast.walk(tree):
-        if type(node) not in _BRACKETS or node.lineno != line or node.end_lineno != line:
-            continue
-        if id(node) in inside_comprehension:
-            continue  # `[f(\n    a,\n) for a in b]` is no one's layout
+    for node in brackets:
         if not _elements(node):
             continue
         opener = _opener(source, node)

@@ -23,7 +23,7 @@ def plan_create_device_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> l
     out: list[Site] = []
     namer = Namer(module, plan)
     rewritten = False
-    for call in [n for n in ast.walk(module.tree) if isinstance(n, ast.Call)]:
+    for call in module.of_type(ast.Call):
         try:
             if not resolves(module, call.func, _CREATE_DEVICE_MESH):
                 continue
@@ -65,7 +65,7 @@ def _mesh_consumer(module: ParsedModule, call: ast.Call) -> tuple[ast.Call, Edit
     target = parent.targets[0]
     if len(module.names.bindings(target)) != 1:
         raise Unprovable(f"`{target.id}` is bound more than once, so its uses cannot be traced to this mesh")
-    uses = [n for n in ast.walk(module.tree) if isinstance(n, ast.Name) and n.id == target.id
+    uses = [n for n in module.of_type(ast.Name) if n.id == target.id
             and isinstance(n.ctx, ast.Load) and [id(b) for b in module.names.bindings(n)]
             == [id(b) for b in module.names.bindings(target)]]
     if len(uses) != 1:
@@ -128,12 +128,9 @@ def plan_with_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]
     # `jax.set_mesh` only (checked at run time): with pjit anywhere in the module, a body might call
     # it, so the context stays until pjit has become jit (JM2xx).
     uses_pjit = any(
-        isinstance(n, (ast.Name, ast.Attribute)) and module.names.candidates(n) & _PJIT
-        for n in ast.walk(module.tree)
+        module.names.candidates(n) & _PJIT for n in module.of_type(ast.Name, ast.Attribute)
     )
-    for node in ast.walk(module.tree):
-        if not isinstance(node, (ast.With, ast.AsyncWith)):
-            continue
+    for node in module.of_type(ast.With, ast.AsyncWith):
         for item in node.items:
             expr = item.context_expr
             try:

@@ -107,8 +107,8 @@ def plan_pjit(module: ParsedModule, plan: Plan, sites: Sites = None, unsafe: boo
 
 
 def _refs(module: ParsedModule) -> Iterator[ast.expr]:
-    for node in ast.walk(module.tree):
-        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+    for node in module.of_type(ast.Name, ast.Attribute):
+        if isinstance(node.ctx, ast.Load):
             if any(t.name == PJIT for t in module.names.resolve(node)):
                 yield node
 
@@ -326,8 +326,8 @@ def _uses(module: ParsedModule, app: _App) -> tuple[str, list[ast.Name] | None]:
     if len(bound) != 1:
         return f"`{name}`", None
     uses = []
-    for use in ast.walk(module.tree):
-        if isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load) \
+    for use in module.of_type(ast.Name):
+        if use.id == name and isinstance(use.ctx, ast.Load) \
                 and any(b is bound[0] for b in module.names.bindings(use)):
             parent = module.parent_of(use)
             if not (isinstance(parent, ast.Call) and parent.func is use):

@@ -77,11 +77,11 @@ class PositionalPlanner:
 
     def discover(self) -> None:
         ctor_funcs = set()
-        for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Call) and self._is_ps(node.func):
+        for node in self.module.of_type(ast.Call):
+            if self._is_ps(node.func):
                 self.ctors.append(node)
                 ctor_funcs.add(id(node.func))
-        for node in ast.walk(self.module.tree):
+        for node in self.module.nodes:
             if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in ctor_funcs:
                 if isinstance(node.ctx, ast.Load) and self._is_ps(node):
                     parent = self.module.parent_of(node)
@@ -129,7 +129,7 @@ class PositionalPlanner:
 
     def maximal_chains(self) -> list[Chain]:
         found = []
-        for node in ast.walk(self.module.tree):
+        for node in self.module.nodes:
             if not isinstance(node, ast.expr):
                 continue
             chain = self.chain(node)

@@ -112,44 +112,77 @@ class _Plan(Plan):
 
 
 def _planner(source: ParsedModule | str) -> "_Planner | None":
-    """One planner per module: the four rules analysing a file share it (it is only read)."""
+    """A planner over the module's facts, found once: the four rules analysing a file and the fix
+    of the same text share them (they are only read)."""
     module = as_module(source)
     if module is None:
         return None
-    if "moved_names" not in module.shared:
-        module.shared["moved_names"] = _Planner(module)
-    return module.shared["moved_names"]
+    facts = module.shared.get("moved_names")
+    if facts is None:
+        facts = module.shared["moved_names"] = _Facts(module)
+    return _Planner(module, facts)
 
 
-class _Planner:
+class _Facts:
+    """What planning reads of a module, kept in its ``shared``. It holds no reference back to the
+    module: a cycle would keep the whole tree alive until the cyclic GC traversed it."""
+
     def __init__(self, module: ParsedModule) -> None:
-        self.module = module
-        self.renames = renames()
         self.by_id: dict[str, list[ast.Name]] = {}
         self.strings: set[str] = set()  # `__all__` entries, string annotations: uses we cannot see
         self.declared: set[str] = set()  # global / nonlocal
         self.fallbacks: set[int] = set()  # imports in `except ImportError:`, left alone by the rules
-        for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Name):
-                self.by_id.setdefault(node.id, []).append(node)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+        self.candidates: list[tuple[ast.AST, frozenset[str]]] | None = None  # see _Planner
+        for node in module.of_type(ast.Name):
+            self.by_id.setdefault(node.id, []).append(node)
+        for node in module.of_type(ast.Constant):
+            if isinstance(node.value, str) and node.value.isidentifier():
                 self.strings.add(node.value)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                self.declared.update(node.names)
-            elif isinstance(node, (ast.Try, ast.TryStar)):
-                self.fallbacks.update(id(sub) for handler in node.handlers if catches_import_error(handler.type)
-                                      for stmt in handler.body for sub in ast.walk(stmt))
+        for node in module.of_type(ast.Global, ast.Nonlocal):
+            self.declared.update(node.names)
+        for node in module.of_type(ast.Try, ast.TryStar):
+            self.fallbacks.update(id(sub) for handler in node.handlers if catches_import_error(handler.type)
+                                  for stmt in handler.body for sub in ast.walk(stmt))
+
+
+class _Planner:
+    def __init__(self, module: ParsedModule, facts: _Facts) -> None:
+        self.module = module
+        self.renames = renames()
+        self.facts = facts
+        self.by_id, self.strings, self.declared, self.fallbacks = (
+            facts.by_id, facts.strings, facts.declared, facts.fallbacks)
 
     def mentions(self, codes) -> dict[tuple[int, int], ast.AST]:
         """Position -> node of every mention of these rules' names, where the lint rules report it:
         import aliases, the outermost legacy link of an attribute chain (links share a position),
         names a star import brought in. `maps.Mesh` is reported (and planned) at the import of maps."""
         found: dict[tuple[int, int], ast.AST] = {}
+        for node, node_codes in self._candidates:
+            if not node_codes.isdisjoint(codes):
+                position, old = self.module.position(node), found.get(self.module.position(node))
+                if old is None or _size(self.module, node) > _size(self.module, old):
+                    found[position] = node
+        return found
+
+    @property
+    def _candidates(self) -> list[tuple[ast.AST, frozenset[str]]]:
+        """Every node that names a symbol of these rules, with the rules, in walk order: looked for
+        once, whichever rules ask (the fix of a text asks again what its rules just asked)."""
+        if self.facts.candidates is None:
+            self.facts.candidates = self._find_candidates()
+        return self.facts.candidates
+
+    def _find_candidates(self) -> list[tuple[ast.AST, frozenset[str]]]:
+        found = []
         names = self.module.names
-        for node in ast.walk(self.module.tree):
+        last, module_last = _last_components()
+        for node in self.module.of_type(ast.alias, ast.Attribute, ast.Name):
             if isinstance(node, ast.alias) and id(self.module.parent_of(node)) not in self.fallbacks:
                 quals = [self._alias_qualname(node)]
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                if node.attr not in last and not _through_module(node.value, module_last):
+                    continue  # it cannot name a catalogue symbol: no need to resolve it
                 base = _base(node)
                 if isinstance(base, ast.Name) and any(
                         catalogue.lookup(t.name) for t in names.resolve(base) if t.name != LOCAL):
@@ -159,10 +192,9 @@ class _Planner:
                 quals = [t.name for t in names.resolve(node)]
             else:
                 continue
-            if any(_code(q) in codes for q in quals if q):
-                position, old = self.module.position(node), found.get(self.module.position(node))
-                if old is None or _size(self.module, node) > _size(self.module, old):
-                    found[position] = node
+            node_codes = frozenset(_code(q) for q in quals if q) - {None}
+            if node_codes:
+                found.append((node, node_codes))
         return found
 
     def site(self, position: tuple[int, int], node: ast.AST) -> tuple[Site, "_Plan | None"]:
@@ -231,8 +263,8 @@ class _Planner:
     def _plan_maps_import(self, stmt: ast.stmt, alias: ast.alias, plan: _Plan) -> None:
         """`jax.experimental.maps` imported as a module: fixable when all it serves is `Mesh`."""
         dotted = isinstance(stmt, ast.Import) and not alias.asname  # `import jax.experimental.maps`
-        refs = [node for node in ast.walk(self.module.tree) if isinstance(node, ast.Attribute)
-                and self.module.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
+        refs = [node for node in self.module.of_type(ast.Attribute)
+                if self.module.names.qualified_name(node) == MAPS and self._reads(_base(node), alias)
                 ] if dotted else self._uses(alias)
         if not refs:
             raise Unprovable(_manual(MAPS))
@@ -321,8 +353,8 @@ class _Planner:
     def _through(self, partial: ast.Call):
         """(call, index of its first shard_map argument) of each call through ``partial``, and of
         each further ``functools.partial`` of it."""
-        for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Call) and node is not partial:
+        for node in self.module.of_type(ast.Call):
+            if node is not partial:
                 again = self.module.names.candidates(node.func) == PARTIAL and bool(node.args)
                 targets = self.module.names.resolve(node if again else node.func)
                 if any(partial in t.partials for t in targets):
@@ -403,6 +435,25 @@ class _Planner:
         if isinstance(stmt, ast.ImportFrom):
             return (stmt.module or "", alias.name, alias.asname)
         return (alias.name, None, alias.asname)
+
+
+@cache
+def _last_components() -> tuple[frozenset[str], frozenset[str]]:
+    """The last components of every catalogue name (what `x.attr` must end with to be one), and
+    of the legacy modules (`x.maps.anything` is a member of one)."""
+    named = [s for s in catalogue.symbols() if s.kind in catalogue.NAMED_KINDS]
+    return (frozenset(n.rpartition(".")[2] for s in named for n in s.names),
+            frozenset(n.rpartition(".")[2] for s in named if s.kind == "module" for n in s.names))
+
+
+def _through_module(chain: ast.expr, module_last: frozenset[str]) -> bool:
+    """Whether a link of this attribute chain may be a legacy module (its base name is checked
+    on its own: a base that resolves to one is reported at its import)."""
+    while isinstance(chain, ast.Attribute):
+        if chain.attr in module_last:
+            return True
+        chain = chain.value
+    return False
 
 
 def _code(qualname: str) -> str | None:

@@ -10,6 +10,7 @@ from jaxmigrate.lint.rule import Invalid, Rule, Valid
 RESHAPE_FUNCTIONS = frozenset({"jax.numpy.reshape", "numpy.reshape"})
 # `shard_prng_key` splits a key per device rather than reshaping a batch: JM503 reports it.
 SHARD_HELPERS = frozenset({"flax.training.common_utils.shard"})
+_ATTRS = frozenset(name.rpartition(".")[2] for name in RESHAPE_FUNCTIONS | SHARD_HELPERS) | {"reshape"}
 
 
 class DeviceCountReshape(Rule):
@@ -100,6 +101,8 @@ class DeviceCountReshape(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr not in _ATTRS:
+            return  # `x.attr(...)`: neither a reshape nor a shard helper, whatever x is
         name = call_name(ctx.names, node)
         if name in SHARD_HELPERS:
             ctx.report(node, f"`{name.rsplit('.', 1)[1]}` adds pmap's leading device axis;"

@@ -153,9 +153,9 @@ class PartitionSpecWithoutMesh(Rule):
 
     def check_module(self, ctx):
         names = ctx.names
-        nodes = list(ctx.nodes)
-        if not any(calls_to(names, n, MESH_MAKERS) for n in nodes):
+        if not any(calls_to(names, n, MESH_MAKERS) for _, n in ctx.by_type.get(ast.Call, ())):
             return
+        nodes = list(ctx.nodes)
         legacy = False  # a legacy `with mesh:` is entered somewhere: with_sharding_constraint is fine
         for node in nodes:
             if isinstance(node, (ast.With, ast.AsyncWith)):

@@ -6,7 +6,7 @@ import ast
 import re
 
 from jaxmigrate.lint.patterns import (
-    PARTITION_SPEC, SHARD_MAPS, argument, call_name, literal_strings, spec_repr, str_literal,
+    PARTITION_SPEC, SHARD_MAPS, argument, call_name_among, literal_strings, spec_repr, str_literal,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
@@ -32,6 +32,7 @@ PMAP_DEFAULT_AXIS = "_internal_pmap_axis_name"
 COLLECTIVE_WORDS = re.compile(r"\b(?:" + "|".join(n.rsplit(".", 1)[1] for n in COLLECTIVES) + r")\b")
 SPEC_WORDS = re.compile(r"\b(?:PartitionSpec|P)\b")
 SPECS = PARTITION_SPEC | {"jax.experimental.PartitionSpec", "jax.experimental.pjit.PartitionSpec"}
+_ASKED = frozenset(COLLECTIVES) | frozenset(DEFINERS) | SPECS | SHARD_MAPS  # what a call is compared with
 
 
 def _in_functions(ctx) -> set[int]:
@@ -225,7 +226,7 @@ class UnboundCollectiveAxis(Rule):
                 if any(ctx.names.qualified_name(d) == "jax.pmap" for d in node.decorator_list):
                     bound.add(PMAP_DEFAULT_AXIS)  # a bare `@jax.pmap`
         for _, node in ctx.by_type.get(ast.Call, ()):
-            name = call_name(ctx.names, node)
+            name = call_name_among(ctx.names, node, _ASKED)
             if name not in COLLECTIVES:
                 for keyword in node.keywords:
                     if keyword.arg in BINDING_KEYWORDS:
