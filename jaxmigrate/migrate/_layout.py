@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import io
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -60,13 +61,18 @@ def line_limit(text: str) -> int:
 
 
 def indent_unit(text: str) -> str:
-    """The file's indentation step (its first indented block's), four spaces when it has none."""
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.INDENT:
-                return tok.string
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
+    """The file's indentation step, four spaces when it has none: how much deeper than a line
+    ending in ``:`` the next line of code starts. Read off the lines, not the tokens: tokenizing a
+    whole file for this on every fix pass cost more than the rest of the pass."""
+    opener = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        if opener is not None and len(indent) > len(opener) and indent.startswith(opener):
+            return indent[len(opener):]
+        opener = indent if stripped.split("  #", 1)[0].rstrip().endswith(":") else None
     return "    "
 
 
@@ -86,7 +92,7 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
         last = _line_of(new_starts, start + len(edit.content))
         for line in range(first, last + 1):
             lengthened.add((line, len(old.line(old_line))))
-    unit = indent_unit(original)
+    unit = functools.cache(lambda: indent_unit(original))  # most passes break no line
     # Bottom up: fitting a line changes only the lines from it down, so the spliced text's line
     # table and (one) parse still hold for every line above. Reading them afresh for each line
     # made a file with many rewritten long lines quadratic.
@@ -154,7 +160,8 @@ class _Layout:
         return self._brackets.get(line, [])
 
 
-def _fit_line(text: str, line: int, limit: int, unit: str, was: int, layout: _Layout | None = None) -> str:
+def _fit_line(text: str, line: int, limit: int, unit: Callable[[], str], was: int,
+              layout: _Layout | None = None) -> str:
     """``text`` with ``line`` broken at its brackets if it is too long. ``layout`` is the text as
     it was before any line from ``line`` down changed (the same as ``text`` above it)."""
     if layout is None:
@@ -177,7 +184,7 @@ def _fit_line(text: str, line: int, limit: int, unit: str, was: int, layout: _La
         # The line also closes a bracket opened on a line above: breaking it here would stack
         # closing brackets; the user's own layout of that bracket is left alone.
         return text
-    new_lines = _explode(source, node, line, unit)
+    new_lines = _explode(source, node, line, unit())
     if new_lines is None:
         return text
     start = source.line_starts[line - 1]
