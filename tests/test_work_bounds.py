@@ -112,7 +112,8 @@ def test_fitting_many_rewritten_lines_parses_the_text_once(monkeypatch):
     original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(50))
     edits = [Edit(original.index(f"pjit(layer, a)\n", original.index(f"out_{i} ")),
                   original.index(f"pjit(layer, a)\n", original.index(f"out_{i} ")) + len("pjit(layer, a)"),
-                  "jax.jit(layer, in_shardings=NamedSharding(mesh, PartitionSpec('data', 'model')))")
+                  "jax.jit(layer, in_shardings=NamedSharding(mesh, PartitionSpec('data', 'model')),"
+                  " out_shardings=NamedSharding(mesh, PartitionSpec('data')))")  # too long for any width
              for i in range(50)]
     fitted = _layout.fit_edits(original, edits, splice(original, edits))
     assert all(len(line) <= 79 for line in fitted.splitlines())
