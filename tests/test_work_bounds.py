@@ -118,3 +118,21 @@ def test_fitting_many_rewritten_lines_parses_the_text_once(monkeypatch):
     fitted = _layout.fit_edits(original, edits, splice(original, edits))
     assert all(len(line) <= 79 for line in fitted.splitlines())
     assert len(parses) == 1  # was one per rewritten line: quadratic in a file of many
+
+
+def test_elements_still_too_long_are_fitted_without_parsing_the_file_again(monkeypatch):
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(_layout.ast, "parse", lambda text, *a, **k: parsed.append(len(text)) or real_parse(text, *a, **k))
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(30))
+    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec('data', 'model')),"
+           " NamedSharding(mesh, PartitionSpec('data', None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(30):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    spliced = splice(original, edits)
+    fitted = _layout.fit_edits(original, edits, spliced)
+    assert all(len(line) <= 79 for line in fitted.splitlines())
+    assert "    in_shardings=(\n        NamedSharding(mesh, PartitionSpec('data', 'model')),\n" in fitted
+    assert [n for n in parsed if n >= len(spliced) // 2] == [len(spliced)]  # the file once; then brackets alone
