@@ -112,9 +112,28 @@ def test_fitting_many_rewritten_lines_parses_the_text_once(monkeypatch):
     original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(50))
     edits = [Edit(original.index("pjit(layer, a)\n", original.index(f"out_{i} ")),
                   original.index("pjit(layer, a)\n", original.index(f"out_{i} ")) + len("pjit(layer, a)"),
-                  "jax.jit(layer, in_shardings=NamedSharding(mesh, PartitionSpec('data', 'model')))")
+                  "jax.jit(layer, in_shardings=NamedSharding(mesh, PartitionSpec('data', 'model')),"
+                  " out_shardings=NamedSharding(mesh, PartitionSpec('data')))")  # too long for any width
              for i in range(50)]
     fitted = _layout.fit_edits(original, edits, splice(original, edits))
     assert all(len(line) <= 88 for line in fitted.splitlines())  # lines too short to tell: 88
     assert fitted.count("\n") > original.count("\n")
     assert len(parses) == 1  # was one per rewritten line: quadratic in a file of many
+
+
+def test_elements_still_too_long_are_fitted_without_parsing_the_file_again(monkeypatch):
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(_layout.ast, "parse", lambda text, *a, **k: parsed.append(len(text)) or real_parse(text, *a, **k))
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(30))
+    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec('data', 'model')),"
+           " NamedSharding(mesh, PartitionSpec('data', None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(30):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    spliced = splice(original, edits)
+    fitted = _layout.fit_edits(original, edits, spliced)
+    assert all(len(line) <= 79 for line in fitted.splitlines())
+    assert "    in_shardings=(\n        NamedSharding(mesh, PartitionSpec('data', 'model')),\n" in fitted
+    assert [n for n in parsed if n >= len(spliced) // 2] == [len(spliced)]  # the file once; then brackets alone

@@ -193,10 +193,31 @@ def _fit_line(text: str, line: int, limit: int, unit: Callable[[], str], was: in
     text = text[:start] + nl.join(new_lines) + text[end:]
     # The elements may still be too long: each gets the same treatment, bottom up (an element
     # within the width needs no second look).
-    for index in range(len(new_lines) - 1, 0, -1):
-        if len(new_lines[index]) > limit:
-            text = _fit_line(text, line + index, limit, unit, 0)
+    long = [index for index in range(len(new_lines) - 1, 0, -1) if len(new_lines[index]) > limit]
+    if long:
+        text = _fit_elements(text, line, start, source.span(node)[0], new_lines, nl, long, limit, unit)
     return text
+
+
+def _fit_elements(text: str, line: int, line_start: int, node_start: int, new_lines: list[str], nl: str,
+                  long: list[int], limit: int, unit: Callable[[], str]) -> str:
+    """``text`` with the element lines ``long`` (indexes into ``new_lines``, the bracket just
+    broken at ``line_start``) fitted in turn, bottom up. They are fitted within the bracket's own
+    text, parsed alone: parsing the whole file again for each such line made a file with many of
+    them quadratic. (Should that text not parse alone, the whole file is read again.)"""
+    last = new_lines[-1]  # the closing bracket, at the line's indentation
+    node_end = line_start + sum(len(piece) + len(nl) for piece in new_lines[:-1]) + len(last) - len(last.lstrip()) + 1
+    fragment = text[node_start:node_end]
+    try:
+        ast.parse(fragment)
+    except SyntaxError:
+        fragment = None
+    for index in long:
+        if fragment is None:
+            text = _fit_line(text, line + index, limit, unit, 0)
+        else:
+            fragment = _fit_line(fragment, 1 + index, limit, unit, 0)  # line 1 is the bracket's first
+    return text if fragment is None else text[:node_start] + fragment + text[node_end:]
 
 
 def _outermost_bracket(brackets: list[ast.expr], source: SourceText) -> ast.expr | None:
