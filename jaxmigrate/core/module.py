@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Iterator
 
 from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children, children_in
-from jaxmigrate.core.source import SourceText
+from jaxmigrate.core.source import SourceText, indent_unit
 from jaxmigrate.names import ImportBinding, NameResolver
 
 
@@ -184,14 +184,8 @@ class ParsedModule:
 
     @cached_property
     def indent(self) -> str:
-        """The file's indentation unit (its first indented block's), four spaces when it has none."""
-        try:
-            for tok in tokenize.generate_tokens(io.StringIO(self.text).readline):
-                if tok.type == tokenize.INDENT:
-                    return tok.string
-        except (tokenize.TokenError, SyntaxError):  # pragma: no cover - ast.parse succeeded
-            pass
-        return "    "
+        """The file's indentation unit (``core.source.indent_unit``)."""
+        return indent_unit(self.text)
 
     def free(self, name: str) -> bool:
         return name not in self.identifiers and not self.names.star_imports

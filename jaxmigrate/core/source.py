@@ -48,3 +48,19 @@ class SourceText:
     def newline(self) -> str:
         match = _NEWLINE.search(self.text)
         return match.group() if match else "\n"
+
+
+def indent_unit(text: str) -> str:
+    """The file's indentation step, four spaces when it has none: how much deeper than a line
+    ending in ``:`` the next line of code starts. Read off the lines, not the tokens: tokenizing a
+    whole file for this on every fix pass cost more than the rest of the pass."""
+    opener = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        if opener is not None and len(indent) > len(opener) and indent.startswith(opener):
+            return indent[len(opener):]
+        opener = indent if stripped.split("  #", 1)[0].rstrip().endswith(":") else None
+    return "    "

@@ -298,7 +298,7 @@ def _insert_helpers(text: str, helpers: dict[str, str]) -> str:
     if not new:
         return text
     nl = header.newline
-    indent = _indent_unit(header)
+    indent = header.module.indent
     blocks = [_reindent(source.strip("\n"), indent).replace("\n", nl) for source in new]
     body = f"{nl}{nl}{nl}".join(blocks)
     anchor = header.block[-1] if header.block else header.docstring
@@ -310,19 +310,6 @@ def _insert_helpers(text: str, helpers: dict[str, str]) -> str:
     stripped = rest.lstrip("\r\n")
     tail = nl + nl + nl if stripped else nl
     return text[:at] + nl + nl + body + tail + stripped
-
-
-def _indent_unit(header: _Header) -> str:
-    for node in header.module.nodes:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.With)) and node.body:
-            first = node.body[0]
-            line = header.source.line(first.lineno)
-            outer = header.source.line(node.lineno)
-            inner = line[: len(line) - len(line.lstrip())]
-            outer_indent = outer[: len(outer) - len(outer.lstrip())]
-            if inner.startswith(outer_indent) and len(inner) > len(outer_indent):
-                return inner[len(outer_indent):]
-    return "    "
 
 
 def _reindent(source: str, unit: str) -> str:

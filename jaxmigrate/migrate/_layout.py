@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.source import SourceText
+from jaxmigrate.core.source import SourceText, indent_unit
 
 _WIDTHS = (79, 80, 88, 100, 120)
 _NO_EVIDENCE = 72  # a file of shorter lines could be written to any of the widths
@@ -58,22 +58,6 @@ def line_limit(text: str) -> int:
         return 88  # nothing says how wide the file may be: black's and ruff's default
     allowed = max(1, len(lengths) // 100)
     return next((w for w in _WIDTHS if sum(n > w for n in lengths) <= allowed), _WIDTHS[-1])
-
-
-def indent_unit(text: str) -> str:
-    """The file's indentation step, four spaces when it has none: how much deeper than a line
-    ending in ``:`` the next line of code starts. Read off the lines, not the tokens: tokenizing a
-    whole file for this on every fix pass cost more than the rest of the pass."""
-    opener = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
-        if opener is not None and len(indent) > len(opener) and indent.startswith(opener):
-            return indent[len(opener):]
-        opener = indent if stripped.split("  #", 1)[0].rstrip().endswith(":") else None
-    return "    "
 
 
 def fit_edits(original: str, edits: list[Edit], text: str) -> str:
