@@ -59,8 +59,8 @@ def warm_up(workdir: Path) -> None:
     sample = workdir / "warm_up.py"
     for command in (["check", "--no-cache"], ["--fix", "--unsafe-fixes", "--no-cache"]):
         sample.write_text(WARM_UP)
-        subprocess.run([console_script("jaxmigrate"), *command, str(sample)], cwd=workdir, env=ENV,
-                       capture_output=True, check=False)
+        argv = [console_script("jaxmigrate"), *command, str(sample)]
+        failed_if_broken(argv, subprocess.run(argv, cwd=workdir, env=ENV, capture_output=True))
     subprocess.run([sys.executable, "-c", "import libcst, ast"], env=ENV, check=True)
     sample.unlink()
 
@@ -120,9 +120,15 @@ def timed(command: list[str], cwd: Path, ok: tuple[int, ...] = (0, 1), timeout: 
     seconds = time.perf_counter() - start
     if result.returncode == 124 and timeout:
         raise TimedOut(f"{' '.join(command)} still ran after {timeout:.0f} s")
-    if result.returncode not in ok:
-        raise SystemExit(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr.decode()}")
+    failed_if_broken(command, result, ok)
     return seconds, int(result.stdout.split()[-1]) / 1024
+
+
+def failed_if_broken(command: list[str], result: subprocess.CompletedProcess, ok=(0, 1)) -> None:
+    """Stop the benchmark when the command did not do its work: an exit code outside ``ok``, or a
+    traceback (a broken install exits 1, as a run with findings does, in a tenth of a second)."""
+    if result.returncode not in ok or b"Traceback (most recent call last)" in result.stderr:
+        raise SystemExit(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr.decode()}")
 
 
 def median_run(command: list[str], cwd: Path, runs: int, ok: tuple[int, ...] = (0, 1), prepare=None,
