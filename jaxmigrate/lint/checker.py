@@ -1,4 +1,4 @@
-"""Lint and fix one source text: pre-filter, parse, one batched walk, suppressions, fix loop."""
+"""Lint and fix one source text: pre-filter (``prefilter``), parse, one batched walk, suppressions, fix loop."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import traceback
 from dataclasses import dataclass, replace
 from functools import cache
 
-from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import forget, reusing_checked_modules
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Finding, Fix, Safety
+from jaxmigrate.lint.prefilter import rules_triggered
 from jaxmigrate.lint.rule import Rule
 from jaxmigrate.migrate._layout import line_width
 
@@ -29,40 +29,6 @@ _NOQA = re.compile(
     re.IGNORECASE,
 )
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
-
-
-@cache
-def _trigger_pattern(rules: tuple[type[Rule], ...], target_jax: tuple[int, int] = TARGET) -> re.Pattern[str]:
-    words = {word for rule in rules for word in rule.triggers(target_jax)}
-    return re.compile(r"\b(?:" + _trie(sorted(words)) + r")\b") if words else re.compile(r"(?!)")
-
-
-def _trie(words: list[str]) -> str:
-    """One regex for many words, their common prefixes factored out (``device(?:s|_count)``):
-    the same matches as the plain alternation, found in about 60% of the time on jax's tree."""
-    root: dict = {}
-    for word in words:
-        node = root
-        for char in word:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def pattern(node: dict) -> str:
-        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        return f"(?:{body})?" if "" in node else body
-
-    return pattern(root)
-
-
-def rules_triggered(
-    text: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int] = TARGET
-) -> tuple[type[Rule], ...]:
-    """The rules one of whose trigger words the text names. Sound by construction of the words."""
-    present = set(_trigger_pattern(rules, target_jax).findall(text))
-    return tuple(rule for rule in rules if present.intersection(rule.triggers(target_jax)))
 
 
 def parse_error(path: str, source: SourceText, error: Exception) -> Finding:

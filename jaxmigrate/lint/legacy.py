@@ -40,6 +40,16 @@ class CatalogueRule(Rule):
         # Imports in `except ImportError:` handlers are compatibility fallbacks, not legacy use.
         self._fallback_imports: set[int] = set()
 
+    @classmethod
+    def reach_names(cls) -> frozenset[str]:
+        """Every name of this rule's catalogue entries (a keyword's callees, a context manager's
+        constructors), and ``reach``, if the rule adds any."""
+        if "_reach_names" not in cls.__dict__:
+            symbols = catalogue.for_code(cls.code)
+            names = {name for s in symbols for name in (*s.names, *s.constructors)}
+            cls._reach_names = frozenset(names | set(cls.reach or ()))
+        return cls._reach_names
+
     def symbol(self, qualname: str, ctx: FileContext) -> Symbol | None:
         found = catalogue.lookup(qualname)
         if found is None or found.code != self.code or not found.applies_to(ctx.target_jax):

@@ -63,6 +63,11 @@ class Rule:
     # pre-filter skips a file that contains none of the selected rules' words, so these must be
     # sound: every way of writing the pattern names at least one of them literally.
     trigger_words: ClassVar[tuple[str, ...]] = ()
+    # The qualified names the findings are about (the callees, classes and modules the rule
+    # resolves). The pre-filter skips a file whose imports bind none of them, no module on the
+    # way to one and no name inside one, so these must be sound too: every finding resolves some
+    # node to one of them or to a name inside one. None: findings that need no import.
+    reach: ClassVar[tuple[str, ...] | None] = None
     # Which JAX version changed the thing this rule is about ("deprecated in X, removed in Y"),
     # shown by `jaxmigrate explain`.
     jax_versions: ClassVar[str] = ""
@@ -79,6 +84,12 @@ class Rule:
         """The trigger words that matter when migrating to ``target_jax``: ``trigger_words``,
         unless a clause of the rule applies to some targets only (see JM502)."""
         return cls.trigger_words
+
+    @classmethod
+    def reach_names(cls) -> frozenset[str] | None:
+        if "_reach_names" not in cls.__dict__:
+            cls._reach_names = None if cls.reach is None else frozenset(cls.reach)
+        return cls._reach_names
 
     @classmethod
     def explanation(cls) -> str:

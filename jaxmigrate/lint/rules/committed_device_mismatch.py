@@ -6,7 +6,7 @@ import ast
 import itertools
 
 from jaxmigrate.lint.patterns import JIT, decorated_by, own_nodes
-from jaxmigrate.lint.placement import Committed, PlacementWalk
+from jaxmigrate.lint.placement import DEVICE_PUT, Committed, PlacementWalk
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -64,6 +64,7 @@ class CommittedDeviceMismatch(Rule):
     name = "committed-device-mismatch"
     summary = "arrays committed to different devices or shardings meet in one computation"
     trigger_words = ("device_put",)
+    reach = (DEVICE_PUT,)  # committed only by a device_put
     jax_versions = "jax.Array (0.4.1+): committed arrays are never moved implicitly"
 
     def check_module(self, ctx):

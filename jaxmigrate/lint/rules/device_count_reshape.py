@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.lint.patterns import call_name, is_device_count, mentions_devices
+from jaxmigrate.lint.patterns import DEVICE_COUNTS, DEVICE_LISTS, call_name, is_device_count, mentions_devices
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
 RESHAPE_FUNCTIONS = frozenset({"jax.numpy.reshape", "numpy.reshape"})
@@ -56,6 +56,7 @@ class DeviceCountReshape(Rule):
     name = "device-count-reshape"
     summary = "reshape to a leading device-count axis (pmap convention), wrong under global-view jit"
     trigger_words = ("local_device_count", "device_count", "devices", "local_devices", "shard")
+    reach = (*SHARD_HELPERS, *DEVICE_COUNTS, *DEVICE_LISTS)  # a reshape counts when it reads these
     jax_versions = "pmap convention; any version"
 
     VALID = [

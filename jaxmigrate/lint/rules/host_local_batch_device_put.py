@@ -67,6 +67,7 @@ class HostLocalBatchDevicePut(Rule):
     name = "host-local-batch-device-put"
     summary = "a process's own batch put on a global partitioned sharding with `jax.device_put`"
     trigger_words = ("device_put",)
+    reach = ("jax.device_put",)
     jax_versions = "any version with jax.Array (0.4.1+); checked on 0.10.2"
 
     VALID = [

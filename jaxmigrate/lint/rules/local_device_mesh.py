@@ -72,6 +72,7 @@ class LocalDeviceMesh(Rule):
     name = "local-device-mesh"
     summary = "mesh over `jax.local_devices()` used for global-view shardings (per-process in multi-process runs)"
     trigger_words = ("local_devices", "local_device_count")
+    reach = (*MESH_CLASSES, "jax.make_mesh")
     jax_versions = "any version with jax.Array (0.4.1+)"
 
     VALID = [

@@ -66,6 +66,7 @@ class MeshAxisCollectiveUnderJit(Rule):
     name = "mesh-axis-collective-under-jit"
     summary = "collective over a mesh axis in a function run by plain `jax.jit`, with nothing binding the axis"
     trigger_words = tuple(short.rsplit(".", 1)[1] for short in COLLECTIVES)  # each spells its own name
+    reach = tuple(MESHES)  # only an axis a mesh names is reported
     jax_versions = "any version"
 
     VALID = [

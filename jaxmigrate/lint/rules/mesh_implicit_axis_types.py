@@ -66,6 +66,7 @@ class MeshImplicitAxisTypes(Rule):
     name = "mesh-implicit-axis-types"
     summary = "`jax.make_mesh` without `axis_types` builds Explicit axes from jax 0.9"
     trigger_words = ("make_mesh",)
+    reach = ("jax.make_mesh",)
     jax_versions = "default axis_types Explicit since jax 0.9.0 (warned in 0.8.x)"
     fixable = Safety.SAFE
 

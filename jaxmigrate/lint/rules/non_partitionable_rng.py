@@ -63,6 +63,7 @@ class NonPartitionableRng(Rule):
     name = "non-partitionable-rng"
     summary = "the non-partitionable threefry RNG: extra collective-permutes and different streams"
     trigger_words = (FLAG, ENV, "threefry_partitionable", "random")
+    reach = ("jax.config", "jax.threefry_partitionable", "os.putenv", "os.environ", "jax.random")
     jax_versions = "jax_threefry_partitionable defaults to True since jax 0.5.0"
 
     MESSAGE = (

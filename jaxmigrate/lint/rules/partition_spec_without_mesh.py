@@ -79,6 +79,7 @@ class PartitionSpecWithoutMesh(Rule):
     name = "partition-spec-without-mesh"
     summary = "bare `PartitionSpec` used as a sharding in a module that never sets a context mesh"
     trigger_words = ("with_sharding_constraint", "in_shardings", "out_shardings", "device_put")
+    reach = tuple(MESH_MAKERS)  # only a module that builds a mesh is checked
     jax_versions = "PartitionSpec shardings resolve against the context mesh; checked on 0.10.2"
 
     VALID = [

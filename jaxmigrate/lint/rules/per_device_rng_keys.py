@@ -64,6 +64,7 @@ class PerDeviceRngKeys(Rule):
     # Reported only in a module that refers to `jax.pmap`, which any such reference spells out
     # ("split" or the device-count words would wake the rule on far more files).
     trigger_words = ("pmap", "shard_prng_key")
+    reach = (SHARD_PRNG_KEY, *SPLIT)
     jax_versions = "pmap convention; any version"
 
     VALID = [

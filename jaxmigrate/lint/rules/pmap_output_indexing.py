@@ -69,6 +69,7 @@ class PmapOutputIndexing(Rule):
     name = "pmap-output-indexing"
     summary = "device-0 indexing of pmap outputs: wrong values once the producer is jit"
     trigger_words = ("pmap", "replicate")
+    reach = (*PMAP, "flax.jax_utils.replicate")
     jax_versions = "pmap convention; any version"
 
     VALID = [

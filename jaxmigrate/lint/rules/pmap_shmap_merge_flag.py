@@ -49,6 +49,7 @@ class PmapShmapMergeFlag(Rule):
     name = "pmap-shmap-merge-flag"
     summary = "`jax_pmap_shmap_merge` is gone: setting it raises in JAX 0.10"
     trigger_words = (FLAG, ENV)
+    reach = ("jax.config", "os.putenv", "os.environ")
     jax_versions = "transition flag of the jit+shard_map pmap; unknown to JAX 0.10.2"
     fixable = Safety.SAFE
 

@@ -122,6 +122,7 @@ class UnboundCollectiveAxis(Rule):
     trigger_words = ("psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "all_to_all",
                      "psum_scatter", "pshuffle", "pbroadcast", "axis_index", "axis_size",
                      "make_mesh", "Mesh", "AbstractMesh")
+    reach = tuple(DEFINERS)  # no finding without an axis some pmap, vmap or mesh defines
     jax_versions = "any version"
 
     VALID = [

@@ -1,0 +1,140 @@
+"""The pre-filter: which rules could fire on a text, from the text alone, before any parse."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from jaxmigrate.lint import prefilter
+from jaxmigrate.lint.checker import lint_text
+from jaxmigrate.lint.prefilter import _trigger_pattern, imported_names, rules_reached, rules_triggered
+from jaxmigrate.lint.registry import all_rules
+
+REPO = Path(__file__).parents[1]
+TARGET = (0, 10)
+
+
+@pytest.mark.parametrize(
+    "text, bound",
+    [
+        ("import jax\n", {"jax"}),
+        ("import jax.numpy as jnp, numpy\n", {"jax.numpy", "numpy"}),
+        ("import jax.experimental.pjit\n", {"jax"}),  # binds `jax`, as Python does
+        ("from jax import pmap as pm, lax\n", {"jax.pmap", "jax.lax"}),
+        ("from jax.experimental.maps import *\n", {"jax.experimental.maps"}),
+        ("from jax import (\n    pmap,  # the old one\n    jit as J,\n)\n", {"jax.pmap", "jax.jit"}),
+        ("from jax import(pmap)\n", {"jax.pmap"}),
+        ("from jax import (a,  # see f(x)\n  b)\n", {"jax.a", "jax.b"}),  # brackets in a comment
+        ("from . import tree_util\nfrom .core import pmap\n", set()),  # relative: nothing absolute
+        ("def f():\n    import jax\n", {"jax"}),
+        ("# import jax is what users write\nx = 1\n", set()),  # a comment line
+        ('"""\n>>> import jax\n"""\n', set()),  # a doctest line
+        ("from jax._src import core\nx = core.devices\n", {"jax._src.core"}),
+    ],
+)
+def test_imports_are_read_as_the_resolver_binds_them(text, bound):
+    assert imported_names(text) == bound
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = 1; import jax\n",  # after `;`
+        "if TYPE_CHECKING: import jax\n",  # a one-line block
+        "from jax import a, \\\n    b\n",  # a backslash continuation
+        '"""Loaded at import time."""\n',  # prose in a docstring
+        's = "x"; from jax import pmap\n',
+    ],
+)
+def test_imports_it_cannot_read_leave_every_rule_in(text):
+    assert imported_names(text) is None
+    assert rules_reached(text, all_rules()) == all_rules()
+
+
+def test_imports_read_from_the_text_include_every_one_the_parser_sees_in_every_file_here():
+    # Include: an import written in a string (a `python -c` script) is read too, which only
+    # keeps more rules in.
+    checked = exact = 0
+    for path in sorted(REPO.rglob("*.py")):
+        if ".git" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        found = imported_names(text)
+        if found is None:
+            continue
+        checked += 1
+        parsed = _bound_by_parser(ast.parse(text))
+        assert found >= parsed, path
+        exact += found == parsed
+    assert checked > 200 and exact > 0.95 * checked
+
+
+def _bound_by_parser(tree: ast.Module) -> set[str]:
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update(a.name if a.asname else a.name.partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            bound.update(node.module if a.name == "*" else f"{node.module}.{a.name}" for a in node.names)
+    return bound
+
+
+def test_a_file_that_imports_the_words_from_elsewhere_is_not_parsed():
+    # jax's own source: the trigger words everywhere, none of them jax's public (legacy) names.
+    internal = "from jax._src import xla_bridge\nfrom jax._src.tree_util import tree_flatten\n" \
+               "n = len(xla_bridge.devices())\nleaves, tree = tree_flatten(x)\n"
+    assert rules_triggered(internal, all_rules(), TARGET) == ()
+    assert lint_text("def broken(:\n" + internal, "t.py", all_rules(), TARGET) == []  # never parsed
+
+    public = "import jax\nleaves = jax.tree_flatten(x)\n"
+    assert [rule.code for rule in rules_triggered(public, all_rules(), TARGET)] == ["JM601"]
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_every_invalid_example_reaches_its_rule(rule):
+    for example in rule.INVALID:
+        assert rule in rules_triggered(example.code, (rule,), TARGET), example.code
+
+
+def _texts() -> list[tuple[str, str]]:
+    paths = [*sorted((REPO / "fixtures").rglob("*.py")), *sorted((REPO / "examples").rglob("*.py"))]
+    jax = importlib.util.find_spec("jax")  # found, never imported: its own tree is a real test
+    if jax is not None and jax.origin:
+        paths += sorted(Path(jax.origin).parent.rglob("*.py"))
+    return [(str(path), path.read_text(encoding="utf-8", errors="replace")) for path in paths]
+
+
+def test_reach_changes_no_finding_on_the_fixtures_the_examples_and_jax_itself(monkeypatch):
+    texts = _texts()
+    rules = all_rules()
+    filtered = [lint_text(text, path, rules, TARGET) for path, text in texts]
+    monkeypatch.setattr(prefilter, "rules_reached", lambda text, rules: rules)
+    unfiltered = [lint_text(text, path, rules, TARGET) for path, text in texts]
+    assert filtered == unfiltered
+    assert sum(map(len, unfiltered)) > 500
+
+
+def test_the_trigger_pattern_finds_exactly_the_words_a_plain_alternation_finds():
+    rules = all_rules()
+    words = sorted({w for rule in rules for w in rule.triggers(TARGET)}, key=len, reverse=True)
+    plain = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
+    texts = [text for _, text in _texts()[:400]]
+    texts.append(" ".join(words) + " " + " ".join(w + "x" for w in words) + " " + " ".join("x" + w for w in words))
+    texts.append("local_device_count device_count devices local_devices device jax.devices()")
+    for text in texts:
+        assert set(_trigger_pattern(rules, TARGET).findall(text)) == set(plain.findall(text))
+
+
+def test_trigger_words_can_depend_on_the_target_jax():
+    from jaxmigrate.lint.rules.non_partitionable_rng import NonPartitionableRng as jm502
+
+    # JM502's sampling clause applies before jax 0.5 only.
+    sampling = "import jax\nx = jax.random.normal(key, (8,))\n"
+    assert jm502 not in rules_triggered(sampling, (jm502,), (0, 10))
+    assert jm502 in rules_triggered(sampling, (jm502,), (0, 4))
+    flag = 'import jax\njax.config.update("jax_threefry_partitionable", False)\n'
+    assert jm502 in rules_triggered(flag, (jm502,), (0, 10))
