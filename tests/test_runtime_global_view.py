@@ -1,7 +1,7 @@
 """The global view keeps the meaning of pmap programs: old against GENERATED new, 8 forced CPU devices.
 
 Each ``fixtures/runtime/global_<case>/old.py`` is a pmap program whose ``main()`` returns its
-results. The new program is produced here the way a user gets it, by the checker's fix loop with
+results; ``global_mlp`` is the shipped example ``examples/legacy/mlp_data_parallel.py`` itself. The new program is produced here the way a user gets it, by the checker's fix loop with
 every rule and unsafe fixes allowed (what ``jaxmigrate --fix --unsafe-fixes`` runs), never written
 by hand. Both run through the harness; the old side's leading device axis is dropped where its
 slices agree (``unreplicate="old"``). Outputs must agree, and the new program's collectives must be
@@ -24,12 +24,15 @@ from jaxmigrate.runtime_checks.report import render_text
 
 pytestmark = pytest.mark.runtime
 
-RUNTIME = Path(__file__).resolve().parents[1] / "fixtures" / "runtime"
+REPO = Path(__file__).resolve().parents[1]
+RUNTIME = REPO / "fixtures" / "runtime"
+OLD = {p.name: p / "old.py" for p in RUNTIME.glob("global_*") if (p / "old.py").is_file()}
+OLD["global_mlp"] = REPO / "examples" / "legacy" / "mlp_data_parallel.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp"}
 FLAX = {"global_flax_train_state"}
-CASES = sorted(p.name for p in RUNTIME.glob("global_*") if (p / "old.py").is_file())
+CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
 PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
@@ -70,7 +73,7 @@ def test_cases_exist():
 
 @pytest.mark.parametrize("case", CASES)
 def test_global_view_matches_pmap(case, tmp_path, request):
-    old = RUNTIME / case / "old.py"
+    old = OLD[case]
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
     old_python = (request.getfixturevalue("legacy_python") if case in LEGACY else
