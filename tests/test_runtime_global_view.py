@@ -1,9 +1,9 @@
 """The global view keeps the meaning of pmap programs: old against GENERATED new, 8 forced CPU devices.
 
 Each ``fixtures/runtime/global_<case>/old.py`` is a pmap program whose ``main()`` returns its
-results; ``global_mlp`` is the shipped example ``examples/legacy/mlp_data_parallel.py`` itself. The new program is produced here the way a user gets it, by the checker's fix loop with
-every rule and unsafe fixes allowed (what ``jaxmigrate --fix --unsafe-fixes`` runs), never written
-by hand. Both run through the harness; the old side's leading device axis is dropped where its
+results (``global_mlp`` is the shipped ``examples/legacy/mlp_data_parallel.py`` itself). The new
+program is produced here the way a user gets it, by the checker's fix loop with every rule and
+unsafe fixes allowed (what ``jaxmigrate --fix --unsafe-fixes`` runs), never written by hand. Both run through the harness; the old side's leading device axis is dropped where its
 slices agree (``unreplicate="old"``). Outputs must agree, and the new program's collectives must be
 the same all-reduce traffic with nothing else added (no all-gather, no collective-permute).
 """
