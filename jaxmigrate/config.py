@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmigrate.files import DEFAULT_EXCLUDES
-from jaxmigrate.pins import project_pin
+from jaxmigrate.pins import folders_up, project_pin
 from jaxmigrate.lint import registry
 
 DEFAULT_TARGET_JAX = (0, 10)
@@ -99,8 +99,7 @@ def parse_version(value: str, where: str, key: str = "target-jax") -> tuple[int,
 
 def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml at or above ``start`` that has a [tool.jaxmigrate] table."""
-    start = start.resolve()
-    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+    for folder in folders_up(start):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             tool = _read_toml(candidate).get("tool")
@@ -184,8 +183,7 @@ def _checked_length(value, where: str) -> int:
 
 
 def _nearest_pyproject(start: Path) -> Path | None:
-    start = start.resolve()
-    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+    for folder in folders_up(start):
         if (folder / "pyproject.toml").is_file():
             return folder / "pyproject.toml"
     return None

@@ -64,10 +64,16 @@ def lowest_allowed(requirement: str) -> tuple[int, int] | None:
     return ANY_BEFORE if capped else None
 
 
+def folders_up(start: Path) -> list[Path]:
+    """``start`` (a folder, or a file's folder) and every folder above it, nearest first: where a
+    project's settings and requirements are looked for."""
+    start = start.resolve()
+    return [start, *start.parents] if start.is_dir() else list(start.parents)
+
+
 def project_pin(start: Path) -> Pin | None:
     """The lowest jax version the requirements of the project holding ``start`` allow, or None."""
-    start = start.resolve()
-    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+    for folder in folders_up(start):
         pins = [
             Pin(version, f"{path.name}: {requirement}")
             for path, requirement in _requirements(folder)
