@@ -46,6 +46,8 @@ def test_imports_are_read_as_the_resolver_binds_them(text, bound):
         "x = 1; import jax\n",  # after `;`
         "if TYPE_CHECKING: import jax\n",  # a one-line block
         "from jax import a, \\\n    b\n",  # a backslash continuation
+        "from jax \\\nimport pmap\n",  # ... before a line that looks like an import of its own
+        "from jax \\\r\nimport pmap\r\n",
         '"""Loaded at import time."""\n',  # prose in a docstring
         's = "x"; from jax import pmap\n',
     ],

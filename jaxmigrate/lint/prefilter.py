@@ -141,6 +141,8 @@ def imported_names(text: str) -> frozenset[str] | None:
         if at < covered or at and (text[at - 1].isalnum() or text[at - 1] == "_"):
             continue  # inside the statement just read, or `reimport`, `_import`: no keyword
         line = text.rfind("\n", 0, at) + 1
+        if text[max(line - 3, 0):line].rstrip("\r\n").endswith("\\"):
+            return None  # `from jax \` + `import pmap`: this line is not where the statement starts
         statement = _IMPORT_STATEMENT.match(text, line)
         if statement is not None and at < statement.end():
             if not _bind(statement, bound):
