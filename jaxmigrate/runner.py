@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -16,8 +17,8 @@ from jaxmigrate.files import SourceError, decode, read_source
 from jaxmigrate.lint.output import Report, get_renderer
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-# Show a progress bar only for runs long enough to want one.
-PROGRESS_MIN_FILES = 200
+# Show a progress bar only for runs long enough to want one: once one has taken this long.
+PROGRESS_AFTER_SECONDS = 1.0
 
 
 class UsageError(Exception):
@@ -152,7 +153,9 @@ def _read_file_text(path: str) -> str | None:
 
 @contextlib.contextmanager
 def _progress(stream, output_format: str, quiet: bool = False) -> Iterator:
-    """A transient progress bar on stderr, only when a person is watching a long text run."""
+    """A transient progress bar on stderr, only when a person is watching a text run that has
+    gone on for ``PROGRESS_AFTER_SECONDS``. A timer shows it, so that a run stuck on one large
+    file shows it too; the run ticks it as files are done."""
     interactive = hasattr(stream, "isatty") and stream.isatty() and output_format in ("text", "concise")
     if not interactive or quiet or os.environ.get("CI"):
         yield None
@@ -164,18 +167,17 @@ def _progress(stream, output_format: str, quiet: bool = False) -> Iterator:
         TextColumn("checking"), BarColumn(), MofNCompleteColumn(),
         console=Console(file=stream), transient=True,
     )
-    task = progress.add_task("check", total=None)
-    count = 0
+    task = progress.add_task("check", total=None)  # no total before the first file is done
+    timer = threading.Timer(PROGRESS_AFTER_SECONDS, progress.start)
+    timer.daemon = True
 
     def tick(n: int, total: int) -> None:
-        nonlocal count
-        count += n
-        if count == PROGRESS_MIN_FILES:
-            progress.update(task, total=total)  # files served from the cache are not counted
-            progress.start()
-        progress.advance(task, n)
+        progress.update(task, total=total, advance=n)  # files served from the cache are not counted
 
+    timer.start()
     try:
         yield tick
     finally:
+        timer.cancel()
+        timer.join()  # a bar being started is started before it is stopped
         progress.stop()

@@ -707,25 +707,42 @@ class Terminal(io.StringIO):
         return True
 
 
+def _progress_shown(stream, output_format: str, seconds: float, files: int = 250) -> str:
+    """What stderr got from a run of ``files`` files that lasted ``seconds`` (or until the bar showed)."""
+    from jaxmigrate import runner
+
+    err = stream()
+    with runner._progress(err, output_format) as tick:
+        deadline = time.monotonic() + seconds
+        while tick and time.monotonic() < deadline and "checking" not in err.getvalue():
+            time.sleep(0.01)
+        for _ in range(files if tick else 0):
+            tick(1, files)
+    return err.getvalue()
+
+
 @pytest.mark.parametrize(
-    "stream, output_format, files, shown",
+    "stream, output_format, shown",
     [
-        pytest.param(Terminal, "text", 250, True, id="terminal, long run: shown, with its total"),
-        pytest.param(Terminal, "text", 150, False, id="terminal, short run: not shown"),
-        pytest.param(io.StringIO, "text", 250, False, id="not a terminal: not shown"),
-        pytest.param(Terminal, "json", 250, False, id="machine-readable output: not shown"),
+        pytest.param(Terminal, "text", True, id="terminal: shown"),
+        pytest.param(io.StringIO, "text", False, id="not a terminal: not shown"),
+        pytest.param(Terminal, "json", False, id="machine-readable output: not shown"),
     ],
 )
-def test_a_progress_bar_only_for_a_person_watching_a_long_run(monkeypatch, stream, output_format, files, shown):
+def test_a_progress_bar_once_a_run_a_person_watches_takes_a_while(monkeypatch, stream, output_format, shown):
     from jaxmigrate import runner
 
     monkeypatch.delenv("CI", raising=False)
-    err = stream()
-    with runner._progress(err, output_format) as tick:
-        for _ in range(files if tick else 0):
-            tick(1, files)
-    assert ("checking" in err.getvalue()) == shown
-    assert (f"/{files}" in err.getvalue()) == shown
+    monkeypatch.setattr(runner, "PROGRESS_AFTER_SECONDS", 0.05)
+    assert ("checking" in _progress_shown(stream, output_format, seconds=10)) == shown
+
+
+def test_no_progress_bar_for_a_run_quicker_than_that(monkeypatch):
+    from jaxmigrate import runner
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(runner, "PROGRESS_AFTER_SECONDS", 60)
+    assert _progress_shown(Terminal, "text", seconds=0.2) == ""
 
 
 def test_no_progress_bar_when_quiet(monkeypatch):
