@@ -5,6 +5,12 @@ the work already queued (rewriting files nobody will report) and then waits fore
 Here each worker ends as soon as its parent does: on Linux the kernel sends it SIGKILL
 (``PR_SET_PDEATHSIG``); everywhere, a thread waits on multiprocessing's parent sentinel, which
 also covers a parent that died before the worker could ask the kernel.
+
+Ctrl-C reaches the whole process group, workers too. A forked worker starts with the parent's
+Python handler (KeyboardInterrupt) until its initializer ignores SIGINT; a Ctrl-C in between
+killed it with a traceback. So the workers are started while SIGINT is blocked in the parent: they
+inherit the block, and a Ctrl-C that arrives meanwhile waits (in the parent, for its own handler;
+in a worker, to be dropped once ignored).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ def pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     has not started and waits for what has: a file being fixed is written whole or not at all."""
     executor = ProcessPoolExecutor(max_workers=workers, initializer=_started_as_worker)
     try:
+        with _sigint_held():
+            for _ in range(workers):  # starts them all now (one per task, or all at the first)
+                executor.submit(os.getpid)
         yield executor
     except BaseException:
         executor.shutdown(wait=True, cancel_futures=True)
@@ -42,9 +51,25 @@ def pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     executor.shutdown(wait=True)
 
 
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked in this thread (and the processes and threads it starts): held, not lost."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, nor SIGINT to a group
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a held Ctrl-C is raised here
+
+
 def _started_as_worker() -> None:
-    # Ctrl-C reaches the whole process group; the parent alone decides what it stops.
+    # Ctrl-C reaches the whole process group; the parent alone decides what it stops. Ignoring
+    # SIGINT drops one held since the fork (see pool); then it need no longer be blocked.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     parent = multiprocessing.parent_process()
     if sys.platform.startswith("linux"):
         try:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -580,34 +581,52 @@ def test_output_into_a_closed_pipe_stops_quietly_with_0(tmp_path, args):
 
 # --- interruption -------------------------------------------------------------------------------
 
-# The CLI on the real rules, each file's work slowed down so that a run can be caught midway.
+# The CLI on the real rules, held midway: each process (the run, or each pool worker) fixes its
+# first file at once and waits at the gate before the next, so a test can act while the run is
+# provably unfinished - no sleep that a loaded machine could outrun.
+#
+# SIGINT is first given Python's own handler, as a program started at a terminal has it. Without
+# that the test depended on how pytest was started: a command run with `&` from a script (no job
+# control) starts with SIGINT ignored, its children inherit that over exec, Python then keeps it
+# ignored - rightly: a background job is not Ctrl-C's to stop - and the run ended with 0.
 SLOW_RUNNER = textwrap.dedent(
     """\
-    import sys, time
+    import os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from jaxmigrate import engine
     real = engine.process_text
-    def slow(*args):
-        time.sleep(0.2)
+    started = 0
+    def held(*args):
+        global started
+        started += 1
+        while started > 1 and not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.01)
         return real(*args)
-    engine.process_text = slow
+    engine.process_text = held
     from jaxmigrate.cli import main
     main(sys.argv[1:])
     """
 )
 
 
-def slow_run(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
-    """The run, and its folder; its stderr goes to a file (a pipe would wait for orphans)."""
+def slow_run(tmp_path: Path, *args: str, runner: str = SLOW_RUNNER) -> tuple[subprocess.Popen, Path]:
+    """The run, held at the gate (open it with ``open_gate``), and its folder; its stderr goes to
+    a file (a pipe would wait for orphans)."""
     work = tmp_path / "work"
     work.mkdir()
     for i in range(40):
         (work / f"m{i:03}.py").write_text("import jax\ny = jax.tree_map(f, x)\n")
     with open(tmp_path / "stderr", "w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-c", SLOW_RUNNER, ".", "--no-cache", "--fix", *args], cwd=work,
+            [sys.executable, "-c", runner, ".", "--no-cache", "--fix", *args], cwd=work,
             stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+            env={**os.environ, "GATE": str(tmp_path / "gate")},
         )
     return process, work
+
+
+def open_gate(tmp_path: Path) -> None:
+    (tmp_path / "gate").touch()
 
 
 def fixed_files(work: Path) -> set[str]:
@@ -656,6 +675,7 @@ def test_pool_workers_die_with_a_killed_parent_and_stop_rewriting(tmp_path):
         assert len(workers) == 2
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
+        open_gate(tmp_path)  # a worker that outlived its parent would now go on rewriting
         wait_until(lambda: not any(running(pid) for pid in workers), timeout=5)
         done = fixed_files(work)
         time.sleep(1)
@@ -667,24 +687,75 @@ def test_pool_workers_die_with_a_killed_parent_and_stop_rewriting(tmp_path):
         process.wait()
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "pool"])
-def test_ctrl_c_exits_130_quietly_and_leaves_whole_files(tmp_path, jobs):
-    process, work = slow_run(tmp_path, "--jobs", jobs)
+@contextlib.contextmanager
+def held_run(tmp_path: Path, *args: str, runner: str = SLOW_RUNNER) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """``slow_run``, its processes killed at the end whatever happened (held, they never end)."""
+    process, work = slow_run(tmp_path, *args, runner=runner)
     try:
-        wait_until(lambda: fixed_files(work))
-        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground process group
-        process.wait(timeout=60)
-        if sys.platform.startswith("linux"):
-            wait_until(lambda: not processes(2, process.pid), timeout=10)  # the workers are gone too
+        yield process, work
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-    err = (tmp_path / "stderr").read_text()
-    assert process.returncode == 130, err
-    assert err.strip() == "jaxmigrate: interrupted"
+        process.wait()
+
+
+def interrupted(tmp_path: Path, process: subprocess.Popen) -> str:
+    """Ctrl-C to the held run (it reaches the whole foreground process group, workers included),
+    then the gate opened, for the pool's workers to finish the files they hold; its stderr."""
+    os.killpg(process.pid, signal.SIGINT)
+    open_gate(tmp_path)
+    process.wait(timeout=60)
+    if sys.platform.startswith("linux"):
+        wait_until(lambda: not processes(2, process.pid), timeout=10)  # the workers are gone too
+    return (tmp_path / "stderr").read_text()
+
+
+def assert_whole_files(work: Path) -> None:
     for path in work.glob("m*.py"):  # each file either fixed or untouched, never half-written
         assert path.read_text() in ("import jax\ny = jax.tree_map(f, x)\n", "import jax\ny = jax.tree.map(f, x)\n")
     assert [p.name for p in work.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "pool"])
+def test_ctrl_c_exits_130_quietly_and_leaves_whole_files(tmp_path, jobs):
+    with held_run(tmp_path, "--jobs", jobs) as (process, work):
+        wait_until(lambda: fixed_files(work))
+        assert process.poll() is None  # midway, and held there: the rest waits at the gate
+        err = interrupted(tmp_path, process)
+    assert process.returncode == 130, err
+    assert err.strip() == "jaxmigrate: interrupted"
+    assert_whole_files(work)
+    if jobs == "1":
+        assert len(fixed_files(work)) == 1  # stopped where it was: the file it was on is left as it was
+
+
+# A pool whose workers are slow to start, as on a loaded machine: each waits at the gate before
+# the pool's own set-up of a worker (which makes it leave Ctrl-C to the run) has run.
+STARTING_RUNNER = SLOW_RUNNER.replace("from jaxmigrate.cli import main", textwrap.dedent(
+    """\
+    from jaxmigrate import workers
+    set_up = workers._started_as_worker
+    def slow_start():
+        while not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.01)
+        set_up()
+    workers._started_as_worker = slow_start
+    from jaxmigrate.cli import main"""
+))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a pool needs two cores")
+def test_ctrl_c_while_the_pool_starts_exits_130_quietly(tmp_path):
+    """A worker forked but not yet set up had Python's Ctrl-C handler, copied from the run: it died
+    with a KeyboardInterrupt traceback ("Exception in initializer"). It now holds Ctrl-C until it
+    ignores it."""
+    with held_run(tmp_path, "--jobs", "2", runner=STARTING_RUNNER) as (process, work):
+        wait_until(lambda: len(children_of(process.pid)) == 2)  # both forked; neither set up (the gate)
+        err = interrupted(tmp_path, process)
+    assert process.returncode == 130, err
+    assert err.strip() == "jaxmigrate: interrupted"
+    assert_whole_files(work)
 
 
 @pytest.mark.parametrize("args", [["."], ["a.py", "--fix"]], ids=["check of a folder", "fix of a named file"])
