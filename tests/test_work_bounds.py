@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import sys
 import textwrap
 
 import pytest
@@ -137,3 +138,46 @@ def test_elements_still_too_long_are_fitted_without_parsing_the_file_again(monke
     assert all(len(line) <= 79 for line in fitted.splitlines())
     assert "    in_shardings=(\n        NamedSharding(mesh, PartitionSpec('data', 'model')),\n" in fitted
     assert [n for n in parsed if n >= len(spliced) // 2] == [len(spliced)]  # the file once; then brackets alone
+
+
+def _pmap_dense(blocks: int) -> str:
+    block = textwrap.dedent("""\
+
+
+        @functools.partial(jax.pmap, axis_name="batch")
+        def step_{i}(params, batch):
+            return lax.pmean(jax.tree_map(lambda p: p * {i}, params), axis_name="batch")
+
+
+        def evaluate_{i}(params, batch):
+            out = jax.pmap(lambda p, b: jnp.sum(p * b), axis_name="d")(params, batch)
+            return out[0]
+        """)
+    return ("import functools\n\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n"
+            + "".join(block.format(i=i) for i in range(blocks)))
+
+
+def test_one_pmap_planner_per_text_and_no_walk_of_the_whole_tree(monkeypatch):
+    # The rule and the global view each built a planner, and each planner walked the whole tree
+    # four times (applications, keyword calls, multi-process names, the internal axis): eight
+    # walks a check, on top of the index every rule shares.
+    from jaxmigrate.migrate import _pmap_sites
+
+    planned, walked = [], []
+    real_init, real_walk = _pmap_sites.Planner.__init__, _pmap_sites.ast.walk
+    monkeypatch.setattr(_pmap_sites.Planner, "__init__",
+                        lambda self, text, *a, **k: planned.append(text) or real_init(self, text, *a, **k))
+    def walk(node):
+        if sys._getframe(1).f_globals["__name__"] == _pmap_sites.__name__:
+            walked.append(type(node))
+        return real_walk(node)
+
+    monkeypatch.setattr(_pmap_sites.ast, "walk", walk)
+    text = _pmap_dense(5)
+    assert checker.lint_text(text, "t.py", RULES, DEFAULT_TARGET_JAX)
+    assert planned == [text] and ast.Module not in walked
+    planned.clear()
+    result = checker.fix_text(text, "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
+    assert "jax.pmap" not in result.text
+    assert len(planned) == len(set(planned))  # a text's planner is asked again, not rebuilt
+    assert ast.Module not in walked

@@ -102,6 +102,15 @@ def _argnums_literal(node: ast.expr) -> tuple[int, ...] | None:
     return None
 
 
+def planner_of(module: ParsedModule) -> Planner:
+    """The module's one planner: the rule, the global view and the codemods of one text ask the
+    same one (each of its scans reads the whole module; two planners did every scan twice)."""
+    planner = module.shared.get("pmap_planner")
+    if planner is None:
+        planner = module.shared["pmap_planner"] = Planner(module.text, module.tree, module=module)
+    return planner
+
+
 class Planner:
     """Finds every pmap application of one module and plans its rewrite (or says why not)."""
 
@@ -120,8 +129,8 @@ class Planner:
         if self._apps is not None:
             return self._apps
         apps = []
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+        for node in self.module.of_type(ast.Name, ast.Attribute):
+            if isinstance(node.ctx, ast.Load):
                 targets = self.resolver.resolve(node)
                 if any(t.name == PMAP for t in targets):
                     app = self._classify(node, targets)
@@ -327,7 +336,7 @@ class Planner:
     @cached_property
     def _names_internal_axis(self) -> bool:
         return INTERNAL_AXIS in self.module.text and any(
-            isinstance(n, ast.Constant) and n.value == INTERNAL_AXIS for n in ast.walk(self.tree))
+            n.value == INTERNAL_AXIS for n in self.module.of_type(ast.Constant))
 
     def _refuse(self, app: Application, reason: str) -> Application:
         app.reason = app.reason or reason
@@ -350,8 +359,8 @@ class Planner:
     def _keyword_calls(self) -> dict[str, list[ast.Call]]:
         """Calls that pass keyword arguments, by the called name or attribute."""
         found: dict[str, list[ast.Call]] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call) and node.keywords:
+        for node in self.module.of_type(ast.Call):
+            if node.keywords:
                 func = node.func
                 key = func.id if isinstance(func, ast.Name) else f".{func.attr}" if isinstance(func, ast.Attribute) else None
                 if key:
@@ -397,7 +406,7 @@ class Planner:
     @cached_property
     def multi_process(self) -> str | None:
         """Where the module shows it runs as several processes (the first such name), or None."""
-        for node in ast.walk(self.tree):
+        for node in self.module.of_type(ast.Attribute, ast.Name, ast.alias):
             if isinstance(node, ast.Attribute):
                 word = node.attr
             elif isinstance(node, ast.Name):

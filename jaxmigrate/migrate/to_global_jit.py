@@ -56,7 +56,7 @@ from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
 from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
-from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable, apply
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
@@ -94,7 +94,7 @@ def plan_global(source: ParsedModule | str) -> GlobalView:
 
 
 def _plan_global(module: ParsedModule) -> GlobalView:
-    apps = Planner(module.text, module.tree, module=module).applications()
+    apps = planner_of(module).applications()
     view = GlobalView(apps)
     if not apps:
         view.reason = "no pmap in this module"

@@ -5,7 +5,7 @@ from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 # The planner is ast-only: deciding what is provable costs no LibCST parse on the check path.
-from jaxmigrate.migrate.pmap_to_shard_map import Application, Planner
+from jaxmigrate.migrate.pmap_to_shard_map import Application, Planner, planner_of
 from jaxmigrate.migrate.to_global_jit import plan_global
 
 CODEMOD = "jaxmigrate.migrate.pmap_to_shard_map:fix_mentions"
@@ -150,7 +150,7 @@ class LegacyPmap(LegacyNameRule):
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""
         if self._by_mention is None:
-            planner = self._planner = Planner(ctx.text, ctx.tree, module=ctx.module)
+            planner = self._planner = planner_of(ctx.module)
             self._by_mention = {}
             for app in planner.applications():
                 for origin in planner.resolver.mentions(app.ref):
