@@ -181,3 +181,21 @@ def test_one_pmap_planner_per_text_and_no_walk_of_the_whole_tree(monkeypatch):
     assert "jax.pmap" not in result.text
     assert len(planned) == len(set(planned))  # a text's planner is asked again, not rebuilt
     assert ast.Module not in walked
+
+
+def test_fitting_many_rewritten_lines_copies_the_text_once(monkeypatch):
+    # Each broken line was spliced into the whole text (a copy of the file per line): quadratic in
+    # a file of many. Now the broken lines are joined once; only a bracket's own text is re-fitted.
+    texts = []
+    real_fit = _layout._fit_line
+    monkeypatch.setattr(_layout, "_fit_line", lambda text, *a, **k: texts.append(len(text)) or real_fit(text, *a, **k))
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(30))
+    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec('data', 'model')),"
+           " NamedSharding(mesh, PartitionSpec('data', None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(30):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    fitted = _layout.fit_edits(original, edits, splice(original, edits))
+    assert fitted.count("    in_shardings=(\n") == 30
+    assert texts and max(texts) < len(original)  # brackets alone, never the whole file
