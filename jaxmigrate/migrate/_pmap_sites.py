@@ -11,6 +11,7 @@ the check path and not a surprise when fixing.
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -116,12 +117,19 @@ class Planner:
 
     def __init__(self, text: str, tree: ast.Module, names: NameResolver | None = None,
                  module: ParsedModule | None = None) -> None:
-        self.module = module if module is not None else ParsedModule(text, tree, names)
+        # A module's planner is kept in its ``shared``: a strong reference back would be a cycle,
+        # holding the whole tree until the cyclic GC traverses it (``planner_of``).
+        self._own = ParsedModule(text, tree, names) if module is None else None
+        self._module = weakref.ref(self._own or module)
         self.source = self.module.src
         self.tree = self.module.tree
         self.resolver = self.module.names
         self.parents = self.module.parent
         self._apps: list[Application] | None = None
+
+    @property
+    def module(self) -> ParsedModule:
+        return self._module()
 
     # -- discovery ----------------------------------------------------------------------
 
