@@ -81,6 +81,16 @@ class ParsedModule:
             return [node for _, node in by_type.get(types[0], ())]
         return [node for _, node in sorted(item for t in types for item in by_type.get(t, ()))]
 
+    @cached_property
+    def names_at(self) -> dict[str, list[tuple[int, ast.Name]]]:
+        """(walk position, node) of the Name nodes by identifier."""
+        if self._walked is None:
+            self._walked = index(self.tree)
+        found: dict[str, list[tuple[int, ast.Name]]] = {}
+        for item in self._walked[1].get(ast.Name, ()):
+            found.setdefault(item[1].id, []).append(item)
+        return found
+
     @property
     def names(self) -> NameResolver:
         if self._names is None:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import index
 from jaxmigrate.core.source import SourceText, indent_unit
 
 _WIDTHS = (79, 80, 88, 100, 120)
@@ -156,11 +157,12 @@ class _Layout:
             except SyntaxError:
                 return None
             self._brackets = {}
+            nodes, by_type = index(tree)  # one fast walk, not two of ast.walk
             # `[f(\n    a,\n) for a in b]` is no one's layout: nothing inside a comprehension.
-            inside = {id(inner) for comp in ast.walk(tree) if isinstance(comp, _COMPREHENSIONS)
+            inside = {id(inner) for kind in _COMPREHENSIONS for _, comp in by_type.get(kind, ())
                       for inner in ast.walk(comp) if inner is not comp}
-            for node in ast.walk(tree):
-                if type(node) in _BRACKETS and node.lineno == node.end_lineno and id(node) not in inside:
+            for _, node in sorted(item for kind in _BRACKETS for item in by_type.get(kind, ())):
+                if node.lineno == node.end_lineno and id(node) not in inside:
                     self._brackets.setdefault(node.lineno, []).append(node)
         return self._brackets.get(line, [])
 
