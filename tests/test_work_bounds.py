@@ -206,3 +206,24 @@ def test_fitting_many_rewritten_lines_copies_the_text_once(monkeypatch):
     fitted = _layout.fit_edits(original, edits, splice(original, edits))
     assert fitted.count("    in_shardings=(\n") == 30
     assert texts and max(texts) < len(original)  # brackets alone, never the whole file
+
+
+def test_fixing_walks_no_whole_tree_outside_the_one_index(monkeypatch):
+    # The global view (four walks, one more per driving scope) and the layout (two) walked the
+    # whole tree with ast.walk, three times the cost of the module's one index walk.
+    from pathlib import Path
+
+    whole: list[str] = []
+    real_walk = ast.walk
+
+    def walk(node):
+        if isinstance(node, ast.Module):
+            whole.append(sys._getframe(1).f_globals["__name__"])
+        return real_walk(node)
+
+    monkeypatch.setattr(ast, "walk", walk)
+    examples = Path(__file__).resolve().parents[1] / "examples" / "legacy"
+    for name in ("mlp_data_parallel.py", "train_data_parallel.py"):  # the global view, pmap -> shard_map
+        result = checker.fix_text((examples / name).read_text(), name, RULES, DEFAULT_TARGET_JAX, unsafe=True)
+        assert result.fixed and "jax.pmap" not in result.text
+    assert not [caller for caller in whole if caller.startswith(("jaxmigrate.migrate", "jaxmigrate.core"))]
