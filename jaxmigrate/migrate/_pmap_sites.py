@@ -15,6 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from jaxmigrate.core.ast_fields import walk
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Plan, Unprovable
 from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
@@ -462,7 +463,7 @@ class Planner:
         for app in apps:
             if app.mapped is None:
                 continue
-            for node in ast.walk(app.mapped):
+            for node in walk(app.mapped):
                 inner = refs.get(id(node))
                 if inner is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     for binding in self.resolver.bindings(node.func):
