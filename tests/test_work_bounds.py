@@ -227,3 +227,19 @@ def test_fixing_walks_no_whole_tree_outside_the_one_index(monkeypatch):
         result = checker.fix_text((examples / name).read_text(), name, RULES, DEFAULT_TARGET_JAX, unsafe=True)
         assert result.fixed and "jax.pmap" not in result.text
     assert not [caller for caller in whole if caller.startswith(("jaxmigrate.migrate", "jaxmigrate.core"))]
+
+
+def test_a_fix_pass_parses_its_result_once(monkeypatch):
+    # The result of each pass was parsed to see that it parses, then parsed again to check it.
+    parsed: list[str] = []
+    real_parse = ast.parse
+
+    def parse(text, *a, **k):
+        if sys._getframe(1).f_globals["__name__"] == checker.__name__:
+            parsed.append(text)
+        return real_parse(text, *a, **k)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    result = checker.fix_text(_legacy_program(), "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
+    assert result.fixed and not [f for f in result.findings if f.fix is not None]
+    assert len(parsed) == len(set(parsed)) == 4  # the file, then the result of each of the three passes
