@@ -256,6 +256,11 @@ def forget() -> None:
     _RECENT.clear()
 
 
+def release(text: str) -> None:
+    """Drop the module of ``text``: it is not asked for again (a codemod is writing its result)."""
+    _RECENT[:] = [(t, m) for t, m in _RECENT if t is not text and t != text]
+
+
 def recent_module(text: str) -> ParsedModule | None:
     """The module of ``text`` if one was just parsed or checked (None otherwise): for a reader of
     intermediate texts that should not keep what it parses."""

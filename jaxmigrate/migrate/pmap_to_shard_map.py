@@ -77,8 +77,9 @@ def rewrite_module(source: str, only: Collection[tuple[int, int]] | None = None)
         else:
             sites[id(app)] = _site(app, True)
     rewriter.finish()
-    text = apply(source, plan)
-    return PmapMigration(text, [sites.get(id(a)) or _site(a, False) for a in apps])
+    found = [sites.get(id(a)) or _site(a, False) for a in apps]
+    del module, apps, chosen, rewriter  # the tree goes before the result is parsed (``apply``)
+    return PmapMigration(apply(source, plan), found)
 
 
 def fix(text: str, sites: Collection[tuple[int, int]]) -> str:
@@ -98,6 +99,7 @@ def fix_mentions(text: str, mentions: Collection[tuple[int, int]]) -> str:
         for app in planner.applications()
         if module.mention_positions(app.ref) & frozenset(mentions)
     }
+    del module, planner  # not held while the rewrite writes its result (``apply``)
     return rewrite_module(text, only=chosen).text if chosen else text
 
 
