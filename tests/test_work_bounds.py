@@ -268,3 +268,21 @@ def test_a_fix_holds_no_tree_of_the_file_while_parsing_another(monkeypatch, prog
     result = checker.fix_text(text, "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
     assert result.fixed
     assert held and max(held) == 0  # no other tree of the file alive at any parse
+
+
+def test_breaking_lines_without_strings_or_comments_tokenizes_nothing(monkeypatch):
+    # Each broken line's head, tail and brackets were tokenized to find comments and count
+    # brackets: a tenth of fixing a pmap-dense file. Without a quote or `#` there is nothing to find.
+    tokenized = []
+    real_tokens = _layout.tokenize.generate_tokens
+    monkeypatch.setattr(_layout.tokenize, "generate_tokens", lambda *a: tokenized.append(1) or real_tokens(*a))
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(20))
+    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec(DATA, MODEL)),"
+           " NamedSharding(mesh, PartitionSpec(DATA, None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(20):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    fitted = _layout.fit_edits(original, edits, splice(original, edits))
+    assert fitted.count("    in_shardings=(\n") == 20
+    assert not tokenized
