@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import sys
 import textwrap
 
 import pytest
@@ -137,3 +138,151 @@ def test_elements_still_too_long_are_fitted_without_parsing_the_file_again(monke
     assert all(len(line) <= 79 for line in fitted.splitlines())
     assert "    in_shardings=(\n        NamedSharding(mesh, PartitionSpec('data', 'model')),\n" in fitted
     assert [n for n in parsed if n >= len(spliced) // 2] == [len(spliced)]  # the file once; then brackets alone
+
+
+def _pmap_dense(blocks: int) -> str:
+    block = textwrap.dedent("""\
+
+
+        @functools.partial(jax.pmap, axis_name="batch")
+        def step_{i}(params, batch):
+            return lax.pmean(jax.tree_map(lambda p: p * {i}, params), axis_name="batch")
+
+
+        def evaluate_{i}(params, batch):
+            out = jax.pmap(lambda p, b: jnp.sum(p * b), axis_name="d")(params, batch)
+            return out[0]
+        """)
+    return ("import functools\n\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n"
+            + "".join(block.format(i=i) for i in range(blocks)))
+
+
+def test_one_pmap_planner_per_text_and_no_walk_of_the_whole_tree(monkeypatch):
+    # The rule and the global view each built a planner, and each planner walked the whole tree
+    # four times (applications, keyword calls, multi-process names, the internal axis): eight
+    # walks a check, on top of the index every rule shares.
+    from jaxmigrate.migrate import _pmap_sites
+
+    planned, walked = [], []
+    real_init, real_walk = _pmap_sites.Planner.__init__, _pmap_sites.ast.walk
+    monkeypatch.setattr(_pmap_sites.Planner, "__init__",
+                        lambda self, text, *a, **k: planned.append(text) or real_init(self, text, *a, **k))
+    def walk(node):
+        if sys._getframe(1).f_globals["__name__"] == _pmap_sites.__name__:
+            walked.append(type(node))
+        return real_walk(node)
+
+    monkeypatch.setattr(_pmap_sites.ast, "walk", walk)
+    text = _pmap_dense(5)
+    gc.collect()
+    gc.disable()
+    try:
+        assert checker.lint_text(text, "t.py", RULES, DEFAULT_TARGET_JAX)
+        assert planned == [text] and ast.Module not in walked
+        assert gc.collect() < 50  # the planner kept in the module's `shared` is no cycle holding the tree
+        planned.clear()
+        result = checker.fix_text(text, "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
+        assert gc.collect() < 50
+    finally:
+        gc.enable()
+    assert "jax.pmap" not in result.text
+    assert len(planned) == len(set(planned))  # a text's planner is asked again, not rebuilt
+    assert ast.Module not in walked
+
+
+def test_fitting_many_rewritten_lines_copies_the_text_once(monkeypatch):
+    # Each broken line was spliced into the whole text (a copy of the file per line): quadratic in
+    # a file of many. Now the broken lines are joined once; only a bracket's own text is re-fitted.
+    texts = []
+    real_fit = _layout._fit_line
+    monkeypatch.setattr(_layout, "_fit_line", lambda text, *a, **k: texts.append(len(text)) or real_fit(text, *a, **k))
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(30))
+    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec('data', 'model')),"
+           " NamedSharding(mesh, PartitionSpec('data', None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(30):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    fitted = _layout.fit_edits(original, edits, splice(original, edits))
+    assert fitted.count("    in_shardings=(\n") == 30
+    assert texts and max(texts) < len(original)  # brackets alone, never the whole file
+
+
+def test_fixing_walks_no_whole_tree_outside_the_one_index(monkeypatch):
+    # The global view (four walks, one more per driving scope) and the layout (two) walked the
+    # whole tree with ast.walk, three times the cost of the module's one index walk.
+    from pathlib import Path
+
+    whole: list[str] = []
+    real_walk = ast.walk
+
+    def walk(node):
+        if isinstance(node, ast.Module):
+            whole.append(sys._getframe(1).f_globals["__name__"])
+        return real_walk(node)
+
+    monkeypatch.setattr(ast, "walk", walk)
+    examples = Path(__file__).resolve().parents[1] / "examples" / "legacy"
+    for name in ("mlp_data_parallel.py", "train_data_parallel.py"):  # the global view, pmap -> shard_map
+        result = checker.fix_text((examples / name).read_text(), name, RULES, DEFAULT_TARGET_JAX, unsafe=True)
+        assert result.fixed and "jax.pmap" not in result.text
+    assert not [caller for caller in whole if caller.startswith(("jaxmigrate.migrate", "jaxmigrate.core"))]
+
+
+def test_a_fix_pass_parses_its_result_once(monkeypatch):
+    # The result of each pass was parsed to see that it parses, then parsed again to check it.
+    parsed: list[str] = []
+    real_parse = ast.parse
+
+    def parse(text, *a, **k):
+        if sys._getframe(1).f_globals["__name__"] == checker.__name__:
+            parsed.append(text)
+        return real_parse(text, *a, **k)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    result = checker.fix_text(_legacy_program(), "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
+    assert result.fixed and not [f for f in result.findings if f.fix is not None]
+    assert len(parsed) == len(set(parsed)) == 4  # the file, then the result of each of the three passes
+
+
+@pytest.mark.parametrize("program", ["pmap", "legacy"])
+def test_a_fix_holds_no_tree_of_the_file_while_parsing_another(monkeypatch, program):
+    # The planner's tree stayed alive while the codemod's result was parsed (for the layout, the
+    # import writer and the check): peak memory was two trees and a parse, 620 MB for a
+    # 50,000-line file.
+    import weakref
+
+    text = _pmap_dense(3) if program == "pmap" else _legacy_program()
+    trees: list[weakref.ref] = []
+    held: list[int] = []
+    real_parse = ast.parse
+
+    def parse(source, *a, **k):
+        if len(source) > len(text) // 2:  # the file (a bracket parsed alone is not)
+            held.append(sum(tree() is not None for tree in trees))
+        tree = real_parse(source, *a, **k)
+        trees.append(weakref.ref(tree))
+        return tree
+
+    monkeypatch.setattr(ast, "parse", parse)
+    result = checker.fix_text(text, "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
+    assert result.fixed
+    assert held and max(held) == 0  # no other tree of the file alive at any parse
+
+
+def test_breaking_lines_without_strings_or_comments_tokenizes_nothing(monkeypatch):
+    # Each broken line's head, tail and brackets were tokenized to find comments and count
+    # brackets: a tenth of fixing a pmap-dense file. Without a quote or `#` there is nothing to find.
+    tokenized = []
+    real_tokens = _layout.tokenize.generate_tokens
+    monkeypatch.setattr(_layout.tokenize, "generate_tokens", lambda *a: tokenized.append(1) or real_tokens(*a))
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(20))
+    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec(DATA, MODEL)),"
+           " NamedSharding(mesh, PartitionSpec(DATA, None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(20):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    fitted = _layout.fit_edits(original, edits, splice(original, edits))
+    assert fitted.count("    in_shardings=(\n") == 20
+    assert not tokenized

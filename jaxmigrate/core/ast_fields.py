@@ -23,6 +23,24 @@ _FIELD = re.compile(r"(\w+)([*?]?) (\w+)")
 _TABLE: dict[type, tuple[tuple[str, int], ...]] = {}
 
 
+def walk(node: ast.AST) -> list[ast.AST]:
+    """``node`` and every node under it in ``ast.walk`` (breadth-first) order, the markers left
+    out: a third of ``ast.walk``'s cost."""
+    nodes = [node]
+    append, extend = nodes.append, nodes.extend
+    for current in nodes:  # the list grows while it is walked
+        for name, kind in child_fields(current.__class__):
+            if kind == ONE:
+                value = getattr(current, name)
+                if value is not None:
+                    append(value)
+            elif kind == MANY:
+                extend(getattr(current, name))
+            else:
+                extend(children_in(current, name, kind))
+    return nodes
+
+
 def children(node: ast.AST) -> list[ast.AST]:
     """The child nodes of ``node`` in ``ast.iter_child_nodes`` order, the markers left out."""
     out: list[ast.AST] = []

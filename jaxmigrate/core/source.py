@@ -21,8 +21,14 @@ class SourceText:
         # Built on first use: most checked files report nothing and never need it.
         return [0] + [m.end() for m in _NEWLINE.finditer(self.text)]
 
+    @cached_property
+    def _ascii(self) -> bool:
+        return self.text.isascii()
+
     def offset(self, line: int, byte_col: int) -> int:
         start = self.line_starts[line - 1]
+        if self._ascii:  # bytes are characters: no line to read (most files, most positions)
+            return start + byte_col
         line_text = self.line(line)
         if line_text.isascii():
             return start + byte_col

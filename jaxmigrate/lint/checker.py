@@ -209,6 +209,10 @@ def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
     errors: list[Finding] = []
     rejected: set[tuple] = set()
     findings = lint_text(text, path, rules, target_jax, from_jax)
+
+    def check(candidate: str) -> list[Finding] | None:
+        return _checked(candidate, path, rules, target_jax, from_jax)
+
     for _ in range(MAX_FIX_PASSES):
         fixable = [
             replace(f, fix=fix) for f in findings
@@ -220,15 +224,26 @@ def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
         edit_fixes = [f for f in fixable if not f.fix.codemod]
         if edit_fixes:
             forget()  # edit fixes need no module: do not hold it while the result is parsed
-            count, text_after = _apply_edit_fixes(text, edit_fixes, source, path, rejected, errors)
+            count, text_after, checked = _apply_edit_fixes(text, edit_fixes, source, path, rejected, errors, check)
         else:
-            count, text_after = _apply_codemod(text, fixable, source, path, rejected, errors)
+            count, text_after, checked = _apply_codemod(text, fixable, source, path, rejected, errors, check)
         if not count or text_after == text:
             continue  # what failed was rejected; the others get another pass
         fixed += count
         text = text_after
-        findings = lint_text(text, path, rules, target_jax, from_jax)
+        findings = checked if checked is not None else lint_text(text, path, rules, target_jax, from_jax)
     return FixResult(text, findings, fixed, errors)
+
+
+def _checked(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
+    """The findings of a fix's result, or None when it does not parse: the check's own parse
+    tells (a separate parse to see that it parses cost a whole parse of the file a pass)."""
+    if ("jaxmigrate:" in text and _SKIP_FILE.search(text)) or not rules_triggered(text, rules, target_jax):
+        return [] if _parses(text) else None  # the check would not parse it
+    findings = lint_text(text, path, rules, target_jax, from_jax)
+    if len(findings) == 1 and findings[0].code == "JM000":
+        return None  # the parse error (a fix's result is no unreadable file)
+    return findings
 
 
 def _allowed_fix(fix: Fix | None, allowed: set[Safety], rejected: set[tuple]) -> Fix | None:
@@ -240,38 +255,44 @@ def _allowed_fix(fix: Fix | None, allowed: set[Safety], rejected: set[tuple]) ->
     return None
 
 
-def _apply_edit_fixes(text, findings, source, path, rejected, errors) -> tuple[int, str]:
+def _apply_edit_fixes(text, findings, source, path, rejected, errors, check) -> tuple[int, str, list | None]:
+    """(fixes applied, the text after them, its findings when already checked)."""
     applied, text_after = _apply_non_overlapping(text, [f.fix for f in findings], source.newline)
-    if _parses(text_after):
-        return len(applied), text_after
+    checked = check(text_after)
+    if checked is not None:
+        return len(applied), text_after, checked
     # Some fix breaks the file: keep the first one that is fine on its own, reject the breakers.
     for finding in findings:
         candidate = _apply(text, list(finding.fix.edits), source.newline)
         if _parses(candidate):
-            return 1, candidate
+            return 1, candidate, None
         rejected.add(_fix_key(finding.fix))
         errors.append(_broken_fix_error(path, finding.code, finding.fix, source, finding))
-    return 0, text
+    return 0, text, None
 
 
-def _apply_codemod(text, findings, source, path, rejected, errors) -> tuple[int, str]:
+def _apply_codemod(text, findings, source, path, rejected, errors, check) -> tuple[int, str, list | None]:
+    """(fixes applied, the text after them, its findings when already checked)."""
     name = next((f for f in findings if f.fix.whole_module), findings[0]).fix.codemod
     mine = [f for f in findings if f.fix.codemod == name]
     sites = frozenset((f.line, f.column) for f in mine)
+    checked = None
     try:
         candidate = _load_codemod(name)(text, sites)
     except Exception as error:  # a codemod's bug must not cost the user the other fixes
         candidate, problem = None, f"{type(error).__name__}: {error}"
     else:
         forget()  # the old text's module: not needed again, and not to be held with the new one
-        problem = None if _parses(candidate) else "its result does not parse"
+        if candidate != text:
+            checked = check(candidate)
+        problem = "its result does not parse" if candidate != text and checked is None else None
     if problem is None and candidate != text:
-        return len(mine), candidate
+        return len(mine), candidate, checked
     for finding in mine:
         rejected.add(_fix_key(finding.fix))
     if problem is not None:
         errors.append(_broken_fix_error(path, mine[0].code, mine[0].fix, source, mine[0], problem))
-    return 0, text
+    return 0, text, None
 
 
 @cache

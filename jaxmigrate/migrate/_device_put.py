@@ -45,7 +45,7 @@ from functools import cached_property
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
-from jaxmigrate.migrate._pmap_sites import Planner
+from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, remove_imports_of, resolves, selected
 from jaxmigrate.names import ImportBinding, ValueBinding
 
@@ -162,7 +162,7 @@ class _Placements:
     @cached_property
     def multi_process(self) -> str | None:
         """Where the module shows it runs as several processes: the pmap planner's answer."""
-        return Planner(self.module.text, self.module.tree, module=self.module).multi_process
+        return planner_of(self.module).multi_process
 
     # -- the texts ---------------------------------------------------------------------------
 

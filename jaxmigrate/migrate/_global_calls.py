@@ -127,8 +127,11 @@ class DriverAnalyzer:
         nested function, another function reading a global): those reads are not followed."""
         if not device_names:
             return
-        for node in ast.walk(self.module.tree):
-            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device_names):
+        # The module's names of these identifiers, in walk order (a walk of the whole tree for each
+        # driving scope made a module of many steps quadratic).
+        by_id = self.module.names_at
+        for _, node in sorted(item for name in device_names for item in by_id.get(name, ())):
+            if not isinstance(node.ctx, ast.Load):
                 continue
             if self._scope_of(node) is scope and not self._in_lambda(node, scope):
                 continue
@@ -140,8 +143,8 @@ class DriverAnalyzer:
     def _driving_scopes(self) -> list:
         scopes: list = []
         seen: set[int] = set()
-        for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and self._step_of(node):
+        for node in self.module.of_type(ast.Name):
+            if isinstance(node.ctx, ast.Load) and self._step_of(node):
                 scope = self._scope_of(node)
                 if isinstance(scope, ast.Lambda):
                     raise Blocked(node.lineno, f"`{node.id}` is called inside a lambda, which this fix does not follow")

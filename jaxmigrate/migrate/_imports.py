@@ -26,14 +26,19 @@ _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
 
 def write_imports(original: str, text: str, add: Iterable[ImportKey], remove: Iterable[ImportKey],
-                  helpers: dict[str, str]) -> str:
+                  helpers: dict[str, str], read_before: set[ImportKey] | None = None) -> str:
     """``text`` (``original`` with a plan's edits made) with ``remove`` taken out where the edits
-    made them unused, ``add`` added, and ``helpers`` (name -> source of a def) after the imports."""
+    made them unused, ``add`` added, and ``helpers`` (name -> source of a def) after the imports.
+    ``read_before``: ``imports_read(original, remove)`` when the caller has it already."""
+    remove = set(remove)
+    if read_before is None:
+        read_before = imports_read(original, remove)
     # Added first: a new import joins the group of one the plan then removes, taking its place.
     for key in sorted(add, key=str):
         text = _add(text, key)
     for key in sorted(remove, key=str):
-        text = _remove(original, text, key)
+        if key in read_before:  # never used: not this plan's to remove
+            text = _remove(text, key)
     if helpers:
         text = _insert_helpers(text, helpers)
     return text
@@ -150,13 +155,20 @@ def _bound_name(key: ImportKey) -> str:
     return asname or obj or module.partition(".")[0]
 
 
-def _remove(original: str, text: str, key: ImportKey) -> str:
-    """``text`` without the import of ``key`` where the plan's edits made it unused: read in
-    ``original``, and no longer in ``text``."""
-    name = _bound_name(key)
+def imports_read(original: str, keys: Iterable[ImportKey]) -> set[ImportKey]:
+    """The ``keys`` whose import ``original`` reads: only those may a plan's edits make unused."""
+    keys = set(keys)
+    if not keys:
+        return set()
     before = recent_module(original) or ParsedModule(original)
-    if not any(_read(before, alias, name) for _, alias in _import_aliases(before, key)):
-        return text  # it was never used: not this plan's to remove
+    return {key for key in keys
+            if any(_read(before, alias, _bound_name(key)) for _, alias in _import_aliases(before, key))}
+
+
+def _remove(text: str, key: ImportKey) -> str:
+    """``text`` without the import of ``key`` where it is no longer read (it was read before the
+    plan's edits: ``imports_read``)."""
+    name = _bound_name(key)
     header = _Header(text)
     for stmt, alias in _import_aliases(header.module, key):
         if _read(header.module, alias, name):
@@ -166,8 +178,8 @@ def _remove(original: str, text: str, key: ImportKey) -> str:
             code_start, code_end = header.source.span(stmt)
             if text[start:code_start].strip() or text[code_end:end].strip():
                 continue  # shares its line with other code: leave it
-            return _remove(original, splice(text, [Edit(start, end, "")]), key)
-        return _remove(original, splice(text, [_drop_alias(header, stmt, alias)]), key)
+            return _remove(splice(text, [Edit(start, end, "")]), key)
+        return _remove(splice(text, [_drop_alias(header, stmt, alias)]), key)
     return text
 
 

@@ -19,18 +19,22 @@ import ast
 import bisect
 import functools
 import io
+import re
 import tokenize
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.module import index
 from jaxmigrate.core.source import SourceText, indent_unit
 
 _WIDTHS = (79, 80, 88, 100, 120)
 _NO_EVIDENCE = 72  # a file of shorter lines could be written to any of the widths
 _BRACKETS = {ast.Call: "()", ast.Tuple: "()", ast.List: "[]", ast.Dict: "{}", ast.Set: "{}"}
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_QUOTE_OR_COMMENT = re.compile(r"[\'\"#]")
+_BRACKET_CHARS = re.compile(r"[()\[\]{}]")
 
 
 _CONFIGURED: ContextVar[int | None] = ContextVar("line_width", default=None)
@@ -80,24 +84,48 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
     # Bottom up: fitting a line changes only the lines from it down, so the spliced text's line
     # table and (one) parse still hold for every line above. Reading them afresh for each line
     # made a file with many rewritten long lines quadratic.
+    # The broken lines are collected, bottom up, and joined into the text once: splicing each into
+    # the whole text made a file with many of them quadratic (a copy of the file per line).
     layout, seen = _Layout(text), set()
+    pieces: list[tuple[int, int, str]] = []  # (start, end, new text), starts decreasing
     for line, was in sorted(lengthened, reverse=True):
-        # A line two edits lengthened is looked at again as it now is.
-        text = _fit_line(text, line, limit, unit, was, None if line in seen else layout)
+        if line in seen:
+            # A line two edits lengthened is looked at again as it now is.
+            text, pieces = _joined(text, pieces), []
+            text = _fit_line(text, line, limit, unit, was)
+        else:
+            piece = _fitted_line(text, line, limit, unit, was, layout)
+            if piece is not None:
+                pieces.append(piece)
         seen.add(line)
-    return text
+    return _joined(text, pieces)
+
+
+def _joined(text: str, pieces: list[tuple[int, int, str]]) -> str:
+    """``text`` with the non-overlapping ``pieces`` (starts decreasing) put in."""
+    if not pieces:
+        return text
+    parts, at = [], 0
+    for start, end, new in reversed(pieces):
+        parts += (text[at:start], new)
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def _unmatched(fragment: str) -> tuple[int, int]:
     """(closing brackets that close nothing opened in ``fragment``, brackets left open), counted
     outside string literals and comments."""
     closers = opened = 0
-    for tok in _tokens(fragment):
-        if tok.type != tokenize.OP:
-            continue
-        if tok.string in "([{":
+    if not _QUOTE_OR_COMMENT.search(fragment):
+        # No string or comment: every bracket is one (tokenizing each line costs 10x as much).
+        brackets = _BRACKET_CHARS.findall(fragment)
+    else:
+        brackets = [tok.string for tok in _tokens(fragment) if tok.type == tokenize.OP]
+    for bracket in brackets:
+        if bracket in "([{":
             opened += 1
-        elif tok.string in ")]}":
+        elif bracket in ")]}":
             if opened:
                 opened -= 1
             else:
@@ -135,11 +163,12 @@ class _Layout:
             except SyntaxError:
                 return None
             self._brackets = {}
+            nodes, by_type = index(tree)  # one fast walk, not two of ast.walk
             # `[f(\n    a,\n) for a in b]` is no one's layout: nothing inside a comprehension.
-            inside = {id(inner) for comp in ast.walk(tree) if isinstance(comp, _COMPREHENSIONS)
+            inside = {id(inner) for kind in _COMPREHENSIONS for _, comp in by_type.get(kind, ())
                       for inner in ast.walk(comp) if inner is not comp}
-            for node in ast.walk(tree):
-                if type(node) in _BRACKETS and node.lineno == node.end_lineno and id(node) not in inside:
+            for _, node in sorted(item for kind in _BRACKETS for item in by_type.get(kind, ())):
+                if node.lineno == node.end_lineno and id(node) not in inside:
                     self._brackets.setdefault(node.lineno, []).append(node)
         return self._brackets.get(line, [])
 
@@ -148,60 +177,75 @@ def _fit_line(text: str, line: int, limit: int, unit: Callable[[], str], was: in
               layout: _Layout | None = None) -> str:
     """``text`` with ``line`` broken at its brackets if it is too long. ``layout`` is the text as
     it was before any line from ``line`` down changed (the same as ``text`` above it)."""
+    piece = _fitted_line(text, line, limit, unit, was, layout)
+    if piece is None:
+        return text
+    start, end, new = piece
+    return text[:start] + new + text[end:]
+
+
+def _fitted_line(text: str, line: int, limit: int, unit: Callable[[], str], was: int,
+                 layout: _Layout | None = None) -> tuple[int, int, str] | None:
+    """``line`` broken at its brackets if it is too long: (start, end, the text to put there), or
+    None to leave it as it is (``_fit_line``'s answer, as a piece of ``text``)."""
     if layout is None:
         layout = _Layout(text)
     source = layout.source
     if line > len(source.line_starts):
-        return text
+        return None
     current = source.line(line)
     if len(current) <= limit or len(current) <= was:
-        return text
+        return None
     brackets = layout.brackets(line)
     if brackets is None:
-        return text
+        return None
     node = _outermost_bracket(brackets, source)
     if node is None:
-        return text
+        return None
     head = text[source.line_starts[line - 1]:source.span(node)[0]]
     tail = text[source.span(node)[1]:source.line_starts[line - 1] + len(current)]
     if _unmatched(tail)[0] > _unmatched(head)[1]:
         # The line also closes a bracket opened on a line above: breaking it here would stack
         # closing brackets; the user's own layout of that bracket is left alone.
-        return text
+        return None
     new_lines = _explode(source, node, line, unit())
     if new_lines is None:
-        return text
+        return None
     start = source.line_starts[line - 1]
     end = start + len(current)
     nl = source.newline
-    text = text[:start] + nl.join(new_lines) + text[end:]
+    block = nl.join(new_lines)
     # The elements may still be too long: each gets the same treatment, bottom up (an element
     # within the width needs no second look).
     long = [index for index in range(len(new_lines) - 1, 0, -1) if len(new_lines[index]) > limit]
     if long:
-        text = _fit_elements(text, line, start, source.span(node)[0], new_lines, nl, long, limit, unit)
-    return text
+        block = _fit_elements(text, start, end, block, line, source.span(node)[0], new_lines, nl, long, limit,
+                              unit)
+    return start, end, block
 
 
-def _fit_elements(text: str, line: int, line_start: int, node_start: int, new_lines: list[str], nl: str,
-                  long: list[int], limit: int, unit: Callable[[], str]) -> str:
-    """``text`` with the element lines ``long`` (indexes into ``new_lines``, the bracket just
-    broken at ``line_start``) fitted in turn, bottom up. They are fitted within the bracket's own
-    text, parsed alone: parsing the whole file again for each such line made a file with many of
-    them quadratic. (Should that text not parse alone, the whole file is read again.)"""
+def _fit_elements(text: str, start: int, end: int, block: str, line: int, node_start: int, new_lines: list[str],
+                  nl: str, long: list[int], limit: int, unit: Callable[[], str]) -> str:
+    """``block`` (the bracket just broken at ``line``, to replace ``text[start:end]``) with the
+    element lines ``long`` (indexes into ``new_lines``) fitted in turn, bottom up. They are fitted
+    within the bracket's own text, parsed alone: parsing the whole file again for each such line
+    made a file with many of them quadratic. (Should that text not parse alone, the whole file is
+    read again.)"""
     last = new_lines[-1]  # the closing bracket, at the line's indentation
-    node_end = line_start + sum(len(piece) + len(nl) for piece in new_lines[:-1]) + len(last) - len(last.lstrip()) + 1
-    fragment = text[node_start:node_end]
+    node_end = start + sum(len(piece) + len(nl) for piece in new_lines[:-1]) + len(last) - len(last.lstrip()) + 1
+    fragment = block[node_start - start:node_end - start]
     try:
         ast.parse(fragment)
     except SyntaxError:
         fragment = None
+    if fragment is None:
+        whole = text[:start] + block + text[end:]
+        for index in long:
+            whole = _fit_line(whole, line + index, limit, unit, 0)
+        return whole[start:len(whole) - (len(text) - end)]  # the lines after the block are as they were
     for index in long:
-        if fragment is None:
-            text = _fit_line(text, line + index, limit, unit, 0)
-        else:
-            fragment = _fit_line(fragment, 1 + index, limit, unit, 0)  # line 1 is the bracket's first
-    return text if fragment is None else text[:node_start] + fragment + text[node_end:]
+        fragment = _fit_line(fragment, 1 + index, limit, unit, 0)  # line 1 is the bracket's first
+    return block[:node_start - start] + fragment + block[node_end - start:]
 
 
 def _outermost_bracket(brackets: list[ast.expr], source: SourceText) -> ast.expr | None:
@@ -281,6 +325,12 @@ def _with_operator(text: str, source: SourceText, element: ast.AST) -> str:
 
 def _comments(fragment: str) -> str:
     """``#`` when the fragment holds a comment token, else ''."""
+    if not _QUOTE_OR_COMMENT.search(fragment) and "\\" not in fragment:
+        # No comment can be there; the tokenizer would fail (as below) only where as many
+        # brackets do not open as close. (Tokenizing each rewritten line's brackets cost a
+        # tenth of a fix.)
+        brackets = _BRACKET_CHARS.findall(fragment)
+        return "#" if 2 * sum(b in "([{" for b in brackets) != len(brackets) else ""
     try:
         for tok in tokenize.generate_tokens(io.StringIO(fragment).readline):
             if tok.type == tokenize.COMMENT:

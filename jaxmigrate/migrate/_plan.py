@@ -14,8 +14,8 @@ import ast
 from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
-from jaxmigrate.core.module import ParsedModule
-from jaxmigrate.migrate._imports import write_imports
+from jaxmigrate.core.module import ParsedModule, release
+from jaxmigrate.migrate._imports import imports_read, write_imports
 from jaxmigrate.migrate._layout import fit_edits
 
 
@@ -92,10 +92,14 @@ def apply(text: str, plan: Plan) -> str:
     """Splice the plan's edits into ``text``, insert helpers, add and remove imports."""
     if not plan.edits and not plan.helpers:
         return text
+    read_before = imports_read(text, plan.remove_imports)
+    # The planner's module of ``text`` is not read again: let it go (once the codemod holds it no
+    # more) before the result is parsed, so that two trees of a big file are never held at once.
+    release(text)
     out = fit_edits(text, plan.edits, splice(text, plan.edits))
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
         return out
-    return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers)
+    return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers, read_before)
 
 
 def selected(module: ParsedModule, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:

@@ -11,9 +11,11 @@ the check path and not a surprise when fixing.
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from jaxmigrate.core.ast_fields import walk
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Plan, Unprovable
 from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
@@ -102,17 +104,33 @@ def _argnums_literal(node: ast.expr) -> tuple[int, ...] | None:
     return None
 
 
+def planner_of(module: ParsedModule) -> Planner:
+    """The module's one planner: the rule, the global view and the codemods of one text ask the
+    same one (each of its scans reads the whole module; two planners did every scan twice)."""
+    planner = module.shared.get("pmap_planner")
+    if planner is None:
+        planner = module.shared["pmap_planner"] = Planner(module.text, module.tree, module=module)
+    return planner
+
+
 class Planner:
     """Finds every pmap application of one module and plans its rewrite (or says why not)."""
 
     def __init__(self, text: str, tree: ast.Module, names: NameResolver | None = None,
                  module: ParsedModule | None = None) -> None:
-        self.module = module if module is not None else ParsedModule(text, tree, names)
+        # A module's planner is kept in its ``shared``: a strong reference back would be a cycle,
+        # holding the whole tree until the cyclic GC traverses it (``planner_of``).
+        self._own = ParsedModule(text, tree, names) if module is None else None
+        self._module = weakref.ref(self._own or module)
         self.source = self.module.src
         self.tree = self.module.tree
         self.resolver = self.module.names
         self.parents = self.module.parent
         self._apps: list[Application] | None = None
+
+    @property
+    def module(self) -> ParsedModule:
+        return self._module()
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -120,8 +138,8 @@ class Planner:
         if self._apps is not None:
             return self._apps
         apps = []
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+        for node in self.module.of_type(ast.Name, ast.Attribute):
+            if isinstance(node.ctx, ast.Load):
                 targets = self.resolver.resolve(node)
                 if any(t.name == PMAP for t in targets):
                     app = self._classify(node, targets)
@@ -327,7 +345,7 @@ class Planner:
     @cached_property
     def _names_internal_axis(self) -> bool:
         return INTERNAL_AXIS in self.module.text and any(
-            isinstance(n, ast.Constant) and n.value == INTERNAL_AXIS for n in ast.walk(self.tree))
+            n.value == INTERNAL_AXIS for n in self.module.of_type(ast.Constant))
 
     def _refuse(self, app: Application, reason: str) -> Application:
         app.reason = app.reason or reason
@@ -350,8 +368,8 @@ class Planner:
     def _keyword_calls(self) -> dict[str, list[ast.Call]]:
         """Calls that pass keyword arguments, by the called name or attribute."""
         found: dict[str, list[ast.Call]] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call) and node.keywords:
+        for node in self.module.of_type(ast.Call):
+            if node.keywords:
                 func = node.func
                 key = func.id if isinstance(func, ast.Name) else f".{func.attr}" if isinstance(func, ast.Attribute) else None
                 if key:
@@ -397,7 +415,7 @@ class Planner:
     @cached_property
     def multi_process(self) -> str | None:
         """Where the module shows it runs as several processes (the first such name), or None."""
-        for node in ast.walk(self.tree):
+        for node in self.module.of_type(ast.Attribute, ast.Name, ast.alias):
             if isinstance(node, ast.Attribute):
                 word = node.attr
             elif isinstance(node, ast.Name):
@@ -445,7 +463,7 @@ class Planner:
         for app in apps:
             if app.mapped is None:
                 continue
-            for node in ast.walk(app.mapped):
+            for node in walk(app.mapped):
                 inner = refs.get(id(node))
                 if inner is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     for binding in self.resolver.bindings(node.func):

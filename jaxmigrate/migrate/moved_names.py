@@ -87,6 +87,7 @@ def rewrite(text: str, sites: Sites = None) -> str:
                 plan.merge(planned)
     plan.edits = sorted(set(plan.edits) | set(move_imports(planner.module, plan.moved)))
     plan.remove_imports = {planner.import_key(alias) for alias in plan.dropped if planner.unused(alias, plan.edits)}
+    del planner  # the tree goes before the result is parsed (``apply``)
     return apply(text, plan)
 
 

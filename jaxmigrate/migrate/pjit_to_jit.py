@@ -63,4 +63,5 @@ def _run(text: str, sites, unsafe: bool) -> tuple[str, list[PjitSite]]:
         return text, []
     plan = Plan()
     found = plan_pjit(module, plan, None if sites is None else frozenset(sites), unsafe)
+    del module  # the tree goes before the result is parsed (``apply``)
     return apply(text, plan), found

@@ -41,11 +41,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from jaxmigrate.migrate._pmap_render import Rewriter
-from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate._pmap_sites import Application, Planner, planner_of
 from jaxmigrate.core.module import parse_module
 from jaxmigrate.migrate._plan import Plan, Site, Unprovable, apply
 
-__all__ = ["Application", "PmapMigration", "Planner", "Site", "fix", "fix_mentions", "rewrite_module"]
+__all__ = ["Application", "PmapMigration", "Planner", "Site", "fix", "fix_mentions", "planner_of", "rewrite_module"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def rewrite_module(source: str, only: Collection[tuple[int, int]] | None = None)
     module = parse_module(source)
     if module is None:
         return PmapMigration(source, [])
-    apps = Planner(source, module.tree, module=module).applications()
+    apps = planner_of(module).applications()
     chosen = [a for a in apps if a.reason is None and (only is None or (a.line, a.column) in only)]
     plan = Plan()
     rewriter = Rewriter(module, plan)
@@ -77,8 +77,9 @@ def rewrite_module(source: str, only: Collection[tuple[int, int]] | None = None)
         else:
             sites[id(app)] = _site(app, True)
     rewriter.finish()
-    text = apply(source, plan)
-    return PmapMigration(text, [sites.get(id(a)) or _site(a, False) for a in apps])
+    found = [sites.get(id(a)) or _site(a, False) for a in apps]
+    del module, apps, chosen, rewriter  # the tree goes before the result is parsed (``apply``)
+    return PmapMigration(apply(source, plan), found)
 
 
 def fix(text: str, sites: Collection[tuple[int, int]]) -> str:
@@ -92,12 +93,13 @@ def fix_mentions(text: str, mentions: Collection[tuple[int, int]]) -> str:
     module = parse_module(text)
     if module is None:
         return text
-    planner = Planner(text, module.tree, module=module)
+    planner = planner_of(module)
     chosen = {
         (app.line, app.column)
         for app in planner.applications()
         if module.mention_positions(app.ref) & frozenset(mentions)
     }
+    del module, planner  # not held while the rewrite writes its result (``apply``)
     return rewrite_module(text, only=chosen).text if chosen else text
 
 

@@ -127,4 +127,5 @@ def _rewrite(text: str, sites: Sites, planner) -> str:
         return text
     plan = Plan()
     planner(module, plan, sites)
+    del module  # the tree goes before the result is parsed (``apply``)
     return apply(text, plan)

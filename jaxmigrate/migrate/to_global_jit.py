@@ -56,7 +56,7 @@ from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
 from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
-from jaxmigrate.migrate._pmap_sites import Application, Planner
+from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable, apply
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
@@ -94,7 +94,7 @@ def plan_global(source: ParsedModule | str) -> GlobalView:
 
 
 def _plan_global(module: ParsedModule) -> GlobalView:
-    apps = Planner(module.text, module.tree, module=module).applications()
+    apps = planner_of(module).applications()
     view = GlobalView(apps)
     if not apps:
         view.reason = "no pmap in this module"
@@ -185,13 +185,13 @@ class _Builder:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
         fix replaced, goes with them (a module-level one stays: other modules may import it)."""
         loads: dict[int, list[ast.Name]] = {}
-        for node in ast.walk(self.module.tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        for node in self.module.of_type(ast.Name):
+            if isinstance(node.ctx, ast.Load):
                 for binding in self.module.names.bindings(node):
                     if isinstance(binding, ValueBinding):
                         loads.setdefault(id(binding.value), []).append(node)
-        for node in ast.walk(self.module.tree):
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        for node in self.module.of_type(ast.Assign):
+            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and isinstance(node.value, ast.Call) and not node.value.args
                     and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"):
                 continue
@@ -284,7 +284,7 @@ class _Builder:
 
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
-        for node in ast.walk(self.module.tree):
+        for node in self.module.of_type(ast.Assign, ast.Name):
             if isinstance(node, ast.Assign) and any(_same_name(t, "__all__") for t in node.targets):
                 names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
                 for step in self.steps:

@@ -1,12 +1,15 @@
+from __future__ import annotations
+
 import ast
+from typing import TYPE_CHECKING
 
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
-# The planner is ast-only: deciding what is provable costs no LibCST parse on the check path.
-from jaxmigrate.migrate.pmap_to_shard_map import Application, Planner
-from jaxmigrate.migrate.to_global_jit import plan_global
+
+if TYPE_CHECKING:
+    from jaxmigrate.migrate.pmap_to_shard_map import Application, Planner
 
 CODEMOD = "jaxmigrate.migrate.pmap_to_shard_map:fix_mentions"
 GLOBAL_CODEMOD = "jaxmigrate.migrate.to_global_jit:fix"
@@ -120,8 +123,8 @@ class LegacyPmap(LegacyNameRule):
                 "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a module-level mesh",
                 codemod=CODEMOD,
             )
-        if self._applications(node, ctx) and plan_global(ctx.module).possible:
-            notes = "".join(f"; {note}" for note in plan_global(ctx.module).notes)
+        if self._applications(node, ctx) and _global_view(ctx).possible:
+            notes = "".join(f"; {note}" for note in _global_view(ctx).notes)
             return Fix(Safety.UNSAFE, "move the module's pmapped steps and their call sites to the global view "
                        "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)" + notes,
                        codemod=GLOBAL_CODEMOD, fallback=exact, whole_module=True)
@@ -133,7 +136,7 @@ class LegacyPmap(LegacyNameRule):
         kept = sorted({app.reason for app in apps if app.reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
-        view = plan_global(ctx.module) if apps else None
+        view = _global_view(ctx) if apps else None
         if view is not None and not view.possible and view.reason not in kept:
             message += f"; global view not possible: {view.blocker}"
         fix = self.fix_for(symbol, node, ctx)
@@ -150,10 +153,20 @@ class LegacyPmap(LegacyNameRule):
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""
         if self._by_mention is None:
-            planner = self._planner = Planner(ctx.text, ctx.tree, module=ctx.module)
+            from jaxmigrate.migrate.pmap_to_shard_map import planner_of  # see _global_view
+
+            planner = self._planner = planner_of(ctx.module)
             self._by_mention = {}
             for app in planner.applications():
                 for origin in planner.resolver.mentions(app.ref):
                     self._by_mention.setdefault(id(origin), []).append(app)
         return self._by_mention.get(id(mention), [])
 
+
+def _global_view(ctx: FileContext):
+    """The module's global view (``to_global_jit.plan_global``, planned once per module). The
+    planners are imported on a file's first pmap: a process checking files that never mention it
+    imports none of them. (They are ast-only: no LibCST parse on the check path.)"""
+    from jaxmigrate.migrate.to_global_jit import plan_global
+
+    return plan_global(ctx.module)

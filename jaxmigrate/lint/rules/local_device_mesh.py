@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.lint.patterns import (
-    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, argument, call_name, calls_to, reads_call, single_value,
+    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, argument, call_name, call_name_among, calls_to, reads_call,
+    single_value,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
@@ -14,6 +15,7 @@ GLOBAL_DEVICES = frozenset({"jax.devices"})
 LOCAL_COUNT = frozenset({"jax.local_device_count"})
 DEVICE_PUT = frozenset({"jax.device_put"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
+_MESH_USERS = NAMED_SHARDING | MESH_CONTEXTS | SHARD_MAPS  # the calls check_module asks about
 
 
 class LocalDeviceMesh(Rule):
@@ -128,18 +130,19 @@ class LocalDeviceMesh(Rule):
     def check_module(self, ctx):
         names, uses = ctx.names, {}
         per_device = self._per_device_placements(ctx)
-        for node in ctx.nodes:
+        # The `with` statements and calls, in walk order (not every node of the tree).
+        for _, node in sorted([*ctx.by_type.get(ast.With, ()), *ctx.by_type.get(ast.Call, ())]):
             if isinstance(node, ast.With):
                 for item in node.items:
                     uses.setdefault(id(item.context_expr), "a `with` context mesh")
-            elif (name := call_name(names, node)) in NAMED_SHARDING and node.args:
+            elif (name := call_name_among(names, node, _MESH_USERS)) in NAMED_SHARDING and node.args:
                 if id(node) not in per_device:
                     uses.setdefault(id(node.args[0]), "a `NamedSharding`")
             elif name in MESH_CONTEXTS and node.args:
                 uses.setdefault(id(node.args[0]), "the context mesh")
             elif name in SHARD_MAPS and (mesh := argument(node, 1, "mesh")) is not None:
                 uses.setdefault(id(mesh), "a `shard_map`")
-        for node in ctx.nodes:
+        for node in ctx.nodes if uses else ():
             if id(node) in uses:
                 mesh = single_value(names, node) if isinstance(node, ast.Name) else node
                 if mesh is not None and self._is_local_mesh(ctx, mesh):
@@ -160,7 +163,7 @@ class LocalDeviceMesh(Rule):
         found = set()
         for node in ctx.by_type.get(ast.Call, ()):
             call = node[1]
-            if call_name(ctx.names, call) not in DEVICE_PUT:
+            if call_name_among(ctx.names, call, DEVICE_PUT) not in DEVICE_PUT:
                 continue
             value, sharding = argument(call, 0, "x"), argument(call, 1, "device")
             if value is None or not isinstance(sharding, ast.Call):
