@@ -13,10 +13,12 @@ import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 NOTEBOOK_SUFFIX = ".ipynb"  # Jupyter notebooks: their code cells are checked (notebooks.py)
@@ -196,12 +198,20 @@ class Discovery:
         respect_gitignore: bool = True,
     ) -> None:
         self.root = root.resolve()
-        self.excludes = pathspec.GitIgnoreSpec.from_lines([*exclude, *extend_exclude])
+        self._exclude_patterns = [*exclude, *extend_exclude]
         self.force_exclude = force_exclude
         self.respect_gitignore = respect_gitignore
         self._gitignores: dict[Path, pathspec.PathSpec | None] = {}
         self._chains: dict[Path, tuple[tuple[Path, pathspec.PathSpec], ...]] = {}
         self._tops: dict[tuple, str] = {}  # (spec, base, named) -> the folder prefix paths match below
+
+    @cached_property
+    def excludes(self) -> pathspec.PathSpec:
+        # Built (and pathspec imported, a fifth of the start-up) only when a path is matched:
+        # checking the files named on the command line matches none.
+        import pathspec
+
+        return pathspec.GitIgnoreSpec.from_lines(self._exclude_patterns)
 
     def files(self, paths: Iterable[Path]) -> list[Path]:
         found: dict[Path, None] = {}
@@ -290,5 +300,7 @@ class Discovery:
             except OSError:
                 self._gitignores[folder] = None
             else:
+                import pathspec
+
                 self._gitignores[folder] = pathspec.GitIgnoreSpec.from_lines(lines.splitlines())
         return self._gitignores[folder]

@@ -16,14 +16,15 @@ in a worker, to be dropped once ignored).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import multiprocessing
 import os
 import signal
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -39,6 +40,9 @@ def count(requested: int | None, files: int) -> int:
 def pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` processes. Left by an exception (Ctrl-C), it cancels the work that
     has not started and waits for what has: a file being fixed is written whole or not at all."""
+    # Imported here: a run of a few files starts no pool, and these cost it a tenth of its start.
+    from concurrent.futures import ProcessPoolExecutor
+
     executor = ProcessPoolExecutor(max_workers=workers, initializer=_started_as_worker)
     try:
         with _sigint_held():
@@ -70,6 +74,9 @@ def _started_as_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    import ctypes
+    import multiprocessing
+
     parent = multiprocessing.parent_process()
     if sys.platform.startswith("linux"):
         try:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import concurrent.futures
 import os
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from jaxmigrate import engine, workers
+from jaxmigrate import engine
 from jaxmigrate.config import load_settings
 from jaxmigrate.engine import MIN_FILES_FOR_POOL, Job, Mode
 from jaxmigrate.lint.rule import Safety
@@ -309,7 +310,7 @@ def test_the_pool_never_starts_more_workers_than_cores_or_files(
         def shutdown(self, wait=True, cancel_futures=False):
             pass
 
-    monkeypatch.setattr(workers, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     for i in range(files):
         (project / f"m{i:03}.py").write_text("x.legacy\n")
