@@ -12,7 +12,8 @@ deterministic: every size is the same blocks, more of them.
 For each size: the median wall time of `jaxmigrate check --no-cache` and of
 `jaxmigrate --fix --unsafe-fixes --no-cache` (a fresh copy per run), and the cost per line once the
 same command's fixed cost (starting Python, importing, a 1-line file) is taken off: flat from the
-smallest size to the largest means linear.
+smallest size to the largest means linear. The reference is `ast.parse` of the same file, per line
+and peak memory: CPython's own parse is not quite flat either, and sets the memory floor.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def evaluate_{i}(params, batch):
 '''
 
 
+PARSE = "import ast, sys; ast.parse(open(sys.argv[1], encoding='utf-8').read())"
+
+
 def dense_source(lines: int) -> str:
     """At least ``lines`` lines (whole blocks)."""
     header_lines, block_lines = HEADER.count("\n"), BLOCK.count("\n")
@@ -83,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     print_load("before")
     print(f"median of {args.runs} runs; per line: (wall - the same command on a 1-line file) / lines")
     print(f"{'lines':>7}  {'pmap sites':>10}  {'check s':>8}  {'µs/line':>8}  {'peak MiB':>8}"
-          + ("" if args.no_fix else f"  {'fix s':>8}  {'µs/line':>8}  {'peak MiB':>8}"))
+          + ("" if args.no_fix else f"  {'fix s':>8}  {'µs/line':>8}  {'peak MiB':>8}")
+          + f"  {'ast.parse µs/line':>17}  {'peak MiB':>8}")
     with tempfile.TemporaryDirectory(prefix="jaxmigrate-bench-lines-") as tmp:
         cwd = Path(tmp)
         warm_up(cwd)
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         fix = [script, "--fix", "--unsafe-fixes", "--no-cache", "--output-format", "concise"]
         check_startup = min(timed([*check, str(tiny)], cwd)[0] for _ in range(3))
         fix_startup = min(timed([*fix, str(tiny)], cwd)[0] for _ in range(3))
+        parse = [sys.executable, "-c", PARSE]
+        parse_startup = min(timed([*parse, str(tiny)], cwd)[0] for _ in range(3))
         for lines in sizes:
             text = dense_source(lines)
             n_lines, sites = text.count("\n"), text.count("jax.pmap")
@@ -112,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                     row += (f"  {fixed.seconds:8.2f}  {1e6 * (fixed.seconds - fix_startup) / n_lines:8.1f}"
                             f"  {fixed.peak_mib:8.0f}")
                 except TimedOut:
-                    row += f"  {'> ' + format(args.timeout, '.0f'):>8}"
+                    row += f"  {'> ' + format(args.timeout, '.0f'):>8}  {'':8}  {'':8}"
+            parsed = median_run([*parse, str(path)], cwd, args.runs)
+            row += f"  {1e6 * (parsed.seconds - parse_startup) / n_lines:17.1f}  {parsed.peak_mib:8.0f}"
             print(row, flush=True)
     print(f"fixed cost (a 1-line file): check {check_startup:.2f} s, fix {fix_startup:.2f} s")
     print_load("after")
