@@ -169,3 +169,17 @@ def test_no_color_is_respected(terminal_env):
 def test_force_color_colours_a_pipe(terminal_env):
     terminal_env.setenv("FORCE_COLOR", "1")
     assert "\x1b[1;33mJM101" in render(report())
+
+
+def test_the_coloured_text_is_the_plain_text_with_colour(terminal_env):
+    # Without colour the renderer writes the text itself, with colour rich prints it: the same
+    # characters either way, wide characters, tabs and control codes in messages included.
+    import re
+
+    odd = Finding("JM101", "漢字\ttab, bell\x07, carriage\rreturn", "train.py", 2, 8, 2, 16, SAFE)
+    findings = [*FINDINGS, odd] * 110  # more than one batch of lines
+    plain = render(report(findings))
+    terminal_env.setenv("FORCE_COLOR", "1")
+    coloured = render(report(findings))
+    assert "\x1b[" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
