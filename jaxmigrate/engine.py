@@ -24,6 +24,7 @@ from jaxmigrate.files import (
     SourceFile,
     decode,
     encode,
+    fingerprint,
     remove_abandoned_temp_files,
     write_atomic,
 )
@@ -64,6 +65,7 @@ class FileResult:
     new_bytes: bytes | None = None  # what --fix writes (a notebook: its JSON with the fixed cells)
     cache_key: str | None = None
     fix_errors: bool = False  # rejected fixes were reported: findings a check would not give
+    read: bytes | None = None  # with --fix, the fingerprint of the bytes the fix was made from
 
 
 @dataclass
@@ -111,11 +113,17 @@ def process_text(
 
 def process_raw(raw: bytes, display_path: str, codes: Sequence[str], job: Job) -> FileResult:
     """Check (or fix) one file's bytes: Python source, or a notebook's code cells. Raises
-    SourceError when they cannot be read as either."""
+    SourceError when they cannot be read as either. Pass the bytes without keeping them: they
+    are let go before the parse (see ``files.fingerprint``)."""
+    read = fingerprint(raw) if job.mode is Mode.FIX else None
     if display_path.endswith(NOTEBOOK_SUFFIX):
-        return _process_notebook(raw, display_path, codes, job)
+        result = _process_notebook(raw, display_path, codes, job)
+        result.read = read
+        return result
     source = decode(raw, display_path)
+    del raw
     result = process_text(source, display_path, codes, job)
+    result.read = read
     if result.changed:
         result.new_bytes = encode(source, result.new_text)
     return result
@@ -128,7 +136,7 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
         notebook = Notebook.parse(raw, display_path)
     except NotebookError as error:
         raise SourceError(str(error)) from None
-    result = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes, job)
+    result = process_text(SourceFile(notebook.text, "utf-8"), display_path, codes, job)
     # After fixing, what remains was found in the fixed text, whose cells may start elsewhere.
     located = notebook.located_in(result.new_text) if result.new_text is not None else notebook
     result.findings = [located.locate(f) for f in result.findings]
@@ -136,7 +144,7 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
         try:
             result.new_bytes = notebook.with_text(result.new_text)
         except NotebookError as error:  # never write a notebook whose cells no longer line up
-            unfixed = process_text(SourceFile(notebook.text, "utf-8", raw), display_path, codes,
+            unfixed = process_text(SourceFile(notebook.text, "utf-8"), display_path, codes,
                                    Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax))
             result = FileResult(display_path, [notebook.locate(f) for f in unfixed.findings], fix_errors=True)
             result.findings.append(Finding("JM001", f"the fixes for {display_path} were not applied: {error}"
@@ -151,19 +159,15 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
 def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
     """Check (or fix) one file on disk; any failure to read or write is a JM000 finding."""
     try:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as error:
-            raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
-        result = process_raw(raw, path, codes, job)
+        result = process_raw(_read_bytes(path), path, codes, job)
         if result.changed and job.mode is Mode.FIX:
             try:
-                write_atomic(Path(path), result.new_bytes, expected=raw)
+                write_atomic(Path(path), result.new_bytes, expected=result.read)
             except FileChanged:
                 why = f"{path} changed while it was being fixed; not written (run jaxmigrate again)"
                 return FileResult(path, [Finding("JM000", why, path, 1, 1, 1, 1)], fix_errors=True)
             except OSError as error:
-                return _not_written(raw, path, codes, job, f"cannot write {path}: {_reason(error)}; not fixed")
+                return _not_written(path, codes, job, f"cannot write {path}: {_reason(error)}; not fixed")
         result.new_text = result.new_bytes = None  # not needed back from a worker process
         return result
     except SourceError as error:
@@ -172,10 +176,17 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
         return FileResult(path, [_internal_error(error, path)])
 
 
-def _not_written(raw: bytes, path: str, codes: Sequence[str], job: Job, why: str) -> FileResult:
+def _read_bytes(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _not_written(path: str, codes: Sequence[str], job: Job, why: str) -> FileResult:
     """The file's findings as it still is on disk, and ``why`` it was not fixed (a JM000 that is
     not the file's own, so it is never cached)."""
-    unfixed = process_raw(raw, path, codes, Job(Mode.CHECK, job.unsafe_fixes, job.target_jax))
+    unfixed = process_file(path, codes, Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax))
     unfixed.findings.insert(0, Finding("JM000", why, path, 1, 1, 1, 1))
     unfixed.fix_errors = True
     return unfixed

@@ -323,3 +323,36 @@ def test_the_diff_of_an_absolute_path_names_the_path_as_it_is():
 
     diff = _unified_diff("x.legacy\n", "x.modern\n", "/abs/a.py")
     assert diff.startswith("--- /abs/a.py\n+++ /abs/a.py\n")
+
+
+@pytest.mark.parametrize("mode", [Mode.CHECK, Mode.FIX])
+def test_a_files_bytes_are_let_go_before_it_is_parsed(tmp_path, monkeypatch, mode):
+    # Kept alive through the parse, a 1.4 MB file's bytes made glibc keep 45 MB of the heap the
+    # parse freed (a 50,000-line check peaked at 330 MB instead of 262).
+    from jaxmigrate.lint.registry import all_rules
+
+    read, freed = [], []
+
+    class Bytes(bytes):  # says when it is freed (bytes cannot be weakly referenced)
+        def __del__(self):
+            freed.append(self.__class__)
+
+    path = tmp_path / "train.py"
+    path.write_text("import jax\nstep = jax.pmap(lambda x: x)\n")
+
+    def read_bytes(name):
+        read.append(name)
+        return Bytes(open(name, "rb").read())
+
+    def parsing(work):
+        def checked(*args, **kwargs):
+            assert read and len(freed) == len(read), "the file's bytes are still alive"
+            return work(*args, **kwargs)
+        return checked
+
+    monkeypatch.setattr(engine, "_read_bytes", read_bytes)
+    monkeypatch.setattr(engine, "lint_text", parsing(engine.lint_text))
+    monkeypatch.setattr(engine, "fix_text", parsing(engine.fix_text))
+    result = engine.process_file(str(path), tuple(r.code for r in all_rules()), Job(mode, True, (0, 10)))
+    assert [f.code for f in result.findings if f.code.startswith("JM0")] == []
+    assert result.findings or result.changed

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from jaxmigrate.files import (
-    TEMP_FILE, Discovery, FileChanged, SourceError, decode, encode, read_source, remove_abandoned_temp_files,
-    write_atomic,
+    TEMP_FILE, Discovery, FileChanged, SourceError, decode, encode, fingerprint, read_source,
+    remove_abandoned_temp_files, write_atomic,
 )
 
 
@@ -237,10 +237,10 @@ def test_an_atomic_write_of_a_file_changed_since_it_was_read_is_refused(tmp_path
     path = tmp_path / "a.py"
     path.write_bytes(b"edited\n")
     with pytest.raises(FileChanged):
-        write_atomic(path, b"new\n", expected=b"old\n")
+        write_atomic(path, b"new\n", expected=fingerprint(b"old\n"))
     assert path.read_bytes() == b"edited\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
-    write_atomic(path, b"new\n", expected=b"edited\n")
+    write_atomic(path, b"new\n", expected=fingerprint(b"edited\n"))
     assert path.read_bytes() == b"new\n"
 
 
