@@ -95,3 +95,15 @@ def test_a_configured_width_wins_over_the_files_own():
         assert _rewrite(original, "f(a)", new) == f"x = {new}\n"
     with line_width(40):
         assert _rewrite(original, "f(a)", new).startswith("x = f(\n    argument_0,\n")
+
+
+def test_a_tuple_that_starts_with_a_bracketed_element_is_not_taken_for_a_bracket():
+    # `(a, b), c = ...`: the `(` is the first element's, so the call on the right is what breaks.
+    original = "(first_long_target_name, second_long_target_name), third_long_target_name = step(a)\n"
+    out = _rewrite(original, "step(a)", "step(params, batch)")
+    assert out == (
+        "(first_long_target_name, second_long_target_name), third_long_target_name = step(\n"
+        "    params,\n"
+        "    batch,\n"
+        ")\n"
+    )

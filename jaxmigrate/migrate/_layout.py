@@ -253,8 +253,8 @@ def _outermost_bracket(brackets: list[ast.expr], source: SourceText) -> ast.expr
     ``jax.jit(f, in_shardings=...)(x)`` the arguments of ``jit``, not the ``(x)``."""
     best, best_len = None, 0
     for node in brackets:
-        if not _elements(node):
-            continue
+        if not _elements(node) or isinstance(getattr(node, "ctx", None), ast.Store):
+            continue  # nothing to break, or an assignment's targets: a formatter breaks the value
         opener = _opener(source, node)
         if opener is None:
             continue
@@ -285,6 +285,12 @@ def _opener(source: SourceText, node: ast.expr) -> int | None:
         return at + 1
     if text[start] != _BRACKETS[type(node)][0]:
         return None
+    if isinstance(node, ast.Tuple):
+        # `(a, b), c` starts with its first element's bracket, not one of its own: its own
+        # closes at its very end, with nothing unbalanced between (`(a), (c)` has a `)` too).
+        _, end = source.span(node)
+        if text[end - 1] != ")" or _unmatched(text[start + 1:end - 1]) != (0, 0):
+            return None
     return start + 1
 
 
