@@ -190,20 +190,26 @@ def test_one_pmap_planner_per_text_and_no_walk_of_the_whole_tree(monkeypatch):
     assert ast.Module not in walked
 
 
+def _pjit_lines_rewritten(lines: int, first: str, second: str) -> tuple[str, str]:
+    """(``lines`` lines of `out_i = pjit(layer, a)`, the layout of them each rewritten to a
+    `jax.jit` call too long for its line), the specs' arguments ``first`` and ``second``."""
+    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(lines))
+    new = (f"jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec({first})),"
+           f" NamedSharding(mesh, PartitionSpec({second}))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
+    edits = []
+    for i in range(lines):
+        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
+        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
+    return original, _layout.fit_edits(original, edits, splice(original, edits))
+
+
 def test_fitting_many_rewritten_lines_copies_the_text_once(monkeypatch):
     # Each broken line was spliced into the whole text (a copy of the file per line): quadratic in
     # a file of many. Now the broken lines are joined once; only a bracket's own text is re-fitted.
     texts = []
     real_fit = _layout._fit_line
     monkeypatch.setattr(_layout, "_fit_line", lambda text, *a, **k: texts.append(len(text)) or real_fit(text, *a, **k))
-    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(30))
-    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec('data', 'model')),"
-           " NamedSharding(mesh, PartitionSpec('data', None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
-    edits = []
-    for i in range(30):
-        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
-        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
-    fitted = _layout.fit_edits(original, edits, splice(original, edits))
+    original, fitted = _pjit_lines_rewritten(30, "'data', 'model'", "'data', None")
     assert fitted.count("    in_shardings=(\n") == 30
     assert texts and max(texts) < len(original)  # brackets alone, never the whole file
 
@@ -276,13 +282,6 @@ def test_breaking_lines_without_strings_or_comments_tokenizes_nothing(monkeypatc
     tokenized = []
     real_tokens = _layout.tokenize.generate_tokens
     monkeypatch.setattr(_layout.tokenize, "generate_tokens", lambda *a: tokenized.append(1) or real_tokens(*a))
-    original = "".join(f"out_{i} = pjit(layer, a)\n" for i in range(20))
-    new = ("jax.jit(layer, in_shardings=(NamedSharding(mesh, PartitionSpec(DATA, MODEL)),"
-           " NamedSharding(mesh, PartitionSpec(DATA, None))), out_shardings=NamedSharding(mesh, PartitionSpec()))")
-    edits = []
-    for i in range(20):
-        start = original.index("pjit(layer, a)", original.index(f"out_{i} "))
-        edits.append(Edit(start, start + len("pjit(layer, a)"), new))
-    fitted = _layout.fit_edits(original, edits, splice(original, edits))
+    _, fitted = _pjit_lines_rewritten(20, "DATA, MODEL", "DATA, None")  # no quote: nothing to tokenize
     assert fitted.count("    in_shardings=(\n") == 20
     assert not tokenized

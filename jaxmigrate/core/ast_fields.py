@@ -25,7 +25,8 @@ _TABLE: dict[type, tuple[tuple[str, int], ...]] = {}
 
 def walk(node: ast.AST) -> list[ast.AST]:
     """``node`` and every node under it in ``ast.walk`` (breadth-first) order, the markers left
-    out: a third of ``ast.walk``'s cost."""
+    out: a third of ``ast.walk``'s cost. (``core.module.index`` is this loop with the nodes also
+    bucketed by type; on the hot path of every check, it is not built on this one.)"""
     nodes = [node]
     append, extend = nodes.append, nodes.extend
     for current in nodes:  # the list grows while it is walked
