@@ -117,3 +117,25 @@ def sharp_facts(tmp_path_factory) -> dict[str, dict]:
         assert process.returncode == 0, f"{name} failed:\n{err}"
         results[name] = json.loads(out.strip().splitlines()[-1])
     return results
+
+
+@pytest.fixture(scope="session")
+def legacy_python() -> str:
+    """An interpreter with jax[cpu]==0.4.30 (a cached venv), to run legacy code as it was;
+    skipped, saying why, when none can be made."""
+    return _legacy_interpreter()
+
+
+@pytest.fixture(scope="session")
+def flax_python() -> str:
+    """The same with the real flax 0.8.5 (its replicate calls device_put_replicated)."""
+    return _legacy_interpreter("flax==0.8.5")
+
+
+def _legacy_interpreter(*packages: str) -> str:
+    from jaxmigrate.runtime_checks.legacy_env import make_legacy_env
+
+    env = make_legacy_env("0.4.30", packages=packages)
+    if env.python is None:
+        pytest.skip(f"no jax 0.4.30 interpreter{' with ' + ', '.join(packages) if packages else ''}: {env.reason}")
+    return str(env.python)

@@ -14,7 +14,7 @@ import pytest
 
 from jaxmigrate.lint.checker import lint_text
 from jaxmigrate.lint.registry import all_rules
-from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
@@ -39,14 +39,6 @@ def fixed_examples(tmp_path_factory):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "fixed" in done.stdout + done.stderr
     return folder
-
-
-@pytest.fixture(scope="module")
-def legacy_python():
-    env = make_legacy_env("0.4.30")
-    if env.python is None:
-        pytest.skip(f"no jax 0.4.30 interpreter: {env.reason}")
-    return str(env.python)
 
 
 @pytest.mark.parametrize("name", RUNNABLE)

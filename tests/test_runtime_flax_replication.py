@@ -11,20 +11,12 @@ import pytest
 
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.registry import all_rules
-from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 
 OLD = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "flax_replication" / "old.py"
-
-
-@pytest.fixture(scope="module")
-def flax_python():
-    env = make_legacy_env("0.4.30", packages=("flax==0.8.5",))
-    if env.python is None:
-        pytest.skip(f"no jax 0.4.30 + flax 0.8.5 interpreter: {env.reason}")
-    return str(env.python)
 
 
 def _fixed(tmp_path) -> Path:

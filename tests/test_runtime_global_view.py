@@ -19,7 +19,7 @@ import pytest
 
 from jaxmigrate.lint.checker import fix_text
 from jaxmigrate.lint.registry import all_rules
-from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
 
 pytestmark = pytest.mark.runtime
@@ -38,22 +38,6 @@ CASES = sorted(OLD)
 PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
           "global_eval_predictions": None, "global_flax_train_state": "['params']",
           "global_dropout_keys": "['params']"}
-
-
-@pytest.fixture(scope="module")
-def flax_python():
-    env = make_legacy_env("0.4.30", packages=("flax==0.8.5",))
-    if env.python is None:
-        pytest.skip(f"no jax 0.4.30 + flax 0.8.5 interpreter: {env.reason}")
-    return str(env.python)
-
-
-@pytest.fixture(scope="module")
-def legacy_python():
-    env = make_legacy_env("0.4.30")
-    if env.python is None:
-        pytest.skip(f"no jax 0.4.30 interpreter: {env.reason}")
-    return str(env.python)
 
 
 def migrate(old: Path) -> str:

@@ -26,7 +26,7 @@ import pytest
 
 from jaxmigrate.lint.checker import fix_text
 from jaxmigrate.lint.registry import all_rules
-from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.hlo import KINDS
 from jaxmigrate.runtime_checks.report import render_text
 
@@ -55,14 +55,6 @@ for name in sys.argv[1:]:
     out[name] = [(p.name, p.kind.name, repr(p.default)) for p in inspect.signature(obj).parameters.values()]
 print(json.dumps(out))
 """
-
-
-@pytest.fixture(scope="module")
-def legacy_python():
-    env = make_legacy_env("0.4.30")
-    if env.python is None:
-        pytest.skip(f"no jax 0.4.30 interpreter: {env.reason}")
-    return str(env.python)
 
 
 def _signatures(python: str, names) -> dict:

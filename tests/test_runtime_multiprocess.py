@@ -17,7 +17,6 @@ import pytest
 from click.testing import CliRunner
 
 from jaxmigrate.runtime_checks.command import verify as verify_command
-from jaxmigrate.runtime_checks import make_legacy_env
 from jaxmigrate.runtime_checks.harness import verify
 from jaxmigrate.runtime_checks.launch import PEER_GRACE_SECONDS
 from jaxmigrate.runtime_checks.report import render_text
@@ -150,11 +149,7 @@ def test_a_hanging_process_times_out_and_every_process_group_goes(watched) -> No
 
 
 @pytest.mark.slow
-def test_jax_0_4_30_old_side_runs_one_device_per_process() -> None:
-    legacy = make_legacy_env("0.4.30")
-    if legacy.python is None:
-        pytest.skip(legacy.reason)
-    legacy_python = legacy.python
+def test_jax_0_4_30_old_side_runs_one_device_per_process(legacy_python) -> None:
     old, new = case("pmap")
     report = verify(old, new, ["step", "gather"], processes=2, devices=1, old_python=legacy_python, timeout=120)
     assert report.old.jax_version == "0.4.30" and report.exit_code == 0, render_text(report)

@@ -23,7 +23,7 @@ from jaxmigrate.migrate.sharding_apis import (
     analyse_positional_sharding, rewrite_all, rewrite_create_device_mesh, rewrite_legacy_device_put,
     rewrite_mesh_context_manager, rewrite_positional_sharding,
 )
-from jaxmigrate.runtime_checks import make_legacy_env, verify
+from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
@@ -36,14 +36,6 @@ STEPS = [
     (analyse_create_device_mesh, rewrite_create_device_mesh),
     (analyse_mesh_context_manager, rewrite_mesh_context_manager),
 ]
-
-
-@pytest.fixture(scope="module")
-def legacy_python():
-    env = make_legacy_env("0.4.30")
-    if env.python is None:
-        pytest.skip(f"no jax 0.4.30 interpreter: {env.reason}")
-    return str(env.python)
 
 
 def _generate(case: str, tmp_path: Path, kept_reasons: dict[str, str]) -> Path:
