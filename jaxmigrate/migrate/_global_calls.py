@@ -497,14 +497,9 @@ class DriverAnalyzer:
         """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
         ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
         name = base if isinstance(base, str) else None
-        head: list[ast.expr]
-        tail: ast.expr | None
-        if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
-            head, tail = list(shape.left.elts), shape.right
-        elif isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
-            head, tail = list(shape.elts[:-1]), shape.elts[-1].value
-        else:
+        if (split := _head_and_tail(shape)) is None:
             return False
+        head, tail = split
         expected = 1 if second == 0 else 2
         if len(head) != expected or not self._is_device_count(head[0]):
             return False
@@ -517,12 +512,9 @@ class DriverAnalyzer:
     def _is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
         shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
-        if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
-            head, tail = list(shape.left.elts), shape.right
-        elif isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
-            head, tail = list(shape.elts[:-1]), shape.elts[-1].value
-        else:
+        if (split := _head_and_tail(shape)) is None:
             return False
+        head, tail = split
         return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
 
     def _is_device_count(self, node: ast.expr) -> bool:
@@ -545,6 +537,15 @@ def _is_name(node: ast.AST, name: str) -> bool:
 
 def _is_zero(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
+def _head_and_tail(shape: ast.expr) -> tuple[list[ast.expr], ast.expr] | None:
+    """A shape written ``(a, b) + rest`` or ``(a, b, *rest)``: ([a, b], rest); None otherwise."""
+    if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
+        return list(shape.left.elts), shape.right
+    if isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
+        return list(shape.elts[:-1]), shape.elts[-1].value
+    return None
 
 
 def _int(node: ast.AST) -> int | None:
