@@ -92,8 +92,8 @@ def test_a_checked_or_fixed_file_leaves_no_cycle_holding_its_tree():
 
 def test_each_kind_of_fix_is_one_pass_and_each_pass_one_check(monkeypatch):
     lints, passes = [], []
-    real_lint, real_codemod, real_edits = checker.lint_text, checker._apply_codemod, checker._apply_edit_fixes
-    monkeypatch.setattr(checker, "lint_text", lambda text, *a, **k: lints.append(text) or real_lint(text, *a, **k))
+    real_lint, real_codemod, real_edits = checker._lint, checker._apply_codemod, checker._apply_edit_fixes
+    monkeypatch.setattr(checker, "_lint", lambda text, *a, **k: lints.append(text) or real_lint(text, *a, **k))
     monkeypatch.setattr(checker, "_apply_codemod", lambda text, found, *a: passes.append(
         found[0].fix.codemod.rpartition(":")[2]) or real_codemod(text, found, *a))
     monkeypatch.setattr(checker, "_apply_edit_fixes", lambda text, found, *a: passes.append(

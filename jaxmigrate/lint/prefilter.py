@@ -7,15 +7,15 @@ Two sound tests:
    ``jax``, ``from jax._src import core`` binds ``jax._src.core``. So a rule whose ``reach``
    names no module on the way to, and no name inside, anything those imports bind cannot fire:
    jax's own source says ``devices`` and ``tree_flatten`` everywhere but imports them from
-   ``jax._src``, and is skipped unparsed (186 of its 234 trigger-word files).
+   ``jax._src``: 151 of its 234 trigger-word files are skipped unparsed.
 2. **Trigger words.** A rule fires only where one of its ``trigger_words`` is written (one regex
    over the text for all the selected rules).
 
 The imports are read with a regex over the import statements (each item checked to be a dotted
-name, ``as`` an identifier, else the file is parsed). That is sound only if it sees every import: each ``import`` keyword in the text must
-lie in a statement the regex matched or on a comment or doctest line, else (an import after
-``;``, in a one-line ``if``, prose in a docstring saying "import") the file is parsed whole, as
-before.
+name, ``as`` an identifier, else the file is parsed). That is sound only if it sees every import:
+each ``import`` keyword in the text must lie in a statement the regex matched or on a comment or
+doctest line, else (an import after ``;``, in a one-line ``if``, after a backslash continuation,
+prose in a docstring saying "import") the file is parsed whole, as before.
 """
 
 from __future__ import annotations
