@@ -118,14 +118,13 @@ def process_raw(raw: bytes, display_path: str, codes: Sequence[str], job: Job) -
     read = fingerprint(raw) if job.mode is Mode.FIX else None
     if display_path.endswith(NOTEBOOK_SUFFIX):
         result = _process_notebook(raw, display_path, codes, job)
-        result.read = read
-        return result
-    source = decode(raw, display_path)
-    del raw
-    result = process_text(source, display_path, codes, job)
+    else:
+        source = decode(raw, display_path)
+        del raw
+        result = process_text(source, display_path, codes, job)
+        if result.changed:
+            result.new_bytes = encode(source, result.new_text)
     result.read = read
-    if result.changed:
-        result.new_bytes = encode(source, result.new_text)
     return result
 
 
