@@ -37,6 +37,7 @@ from jaxmigrate.notebooks import Notebook, NotebookError
 # 10 ms; fixing one runs codemods and re-checks, about 300 ms (benchmarks/bench_fix.py).
 MIN_FILES_FOR_POOL = 32
 MIN_FILES_FOR_POOL_WHEN_FIXING = 4
+NO_NEWLINE = "\n\\ No newline at end of file\n"
 
 
 class Mode(enum.Enum):
@@ -286,16 +287,17 @@ def _internal_error(error: Exception, path: str) -> Finding:
 
 
 def _unified_diff(before: str, after: str, display_path: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is (as ruff
-            # does), not as `a//root/...`.
-            fromfile=display_path if display_path.startswith("/") else f"a/{display_path}",
-            tofile=display_path if display_path.startswith("/") else f"b/{display_path}",
-        )
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is (as ruff
+        # does), not as `a//root/...`.
+        fromfile=display_path if display_path.startswith("/") else f"a/{display_path}",
+        tofile=display_path if display_path.startswith("/") else f"b/{display_path}",
     )
+    # A last line without its newline must say so, as git and GNU diff do: without the marker
+    # the next line of the patch is glued to it, and `git apply` rejects the whole patch.
+    return "".join(line if line.endswith(("\n", "\r")) else line + NO_NEWLINE for line in lines)
 
 
 def _has_applicable_fix(findings: list[Finding], job: Job) -> bool:
