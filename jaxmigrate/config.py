@@ -16,6 +16,9 @@ from jaxmigrate.pins import folders_up, project_pin
 from jaxmigrate.lint import registry
 
 DEFAULT_TARGET_JAX = (0, 10)
+# The oldest JAX worth migrating to: the fixes write jax.sharding's APIs, which came with 0.4.
+# An older target would report nothing (nothing was deprecated yet) and look like a clean bill.
+MIN_TARGET_JAX = (0, 4)
 KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax", "from-jax",
               "line-length"}
 LINE_LENGTHS = range(40, 401)
@@ -139,6 +142,10 @@ def load_settings(
         written_for, source = pin.version, pin.source
     else:
         written_for, source = None, ""
+    target_where = "--target-jax" if target_jax is not None else where
+    target = parse_version(target_jax if target_jax is not None else table.get("target-jax", "0.10"), target_where)
+    given = from_jax is not None or "from-jax" in table
+    _check_versions(target, target_where, written_for if given else None, "--from-jax" if from_jax is not None else where)
     settings = Settings(
         root=root,
         select=_codes(select if select is not None else table.get("select", ["ALL"]), where, "select"),
@@ -146,16 +153,29 @@ def load_settings(
         per_file_ignores=_per_file_ignores(table.get("per-file-ignores", {}), where),
         exclude=_strings(table.get("exclude", list(DEFAULT_EXCLUDES)), where, "exclude"),
         extend_exclude=_strings(table.get("extend-exclude", []), where, "extend-exclude"),
-        target_jax=parse_version(
-            target_jax if target_jax is not None else table.get("target-jax", "0.10"),
-            "--target-jax" if target_jax is not None else where,
-        ),
+        target_jax=target,
         from_jax=written_for,
         from_jax_source=source,
         line_length=_line_length(line_length, table, where, config_file, start),
         config_file=config_file,
     )
     return settings
+
+
+def _check_versions(target: tuple[int, int], target_where: str, written_for: tuple[int, int] | None,
+                    written_where: str) -> None:
+    """The versions a user gave must describe a migration: onto a JAX this tool migrates to, from one
+    no newer than that. (A project's pin newer than the target is not an error of the user's.)"""
+    if target < MIN_TARGET_JAX:
+        raise ConfigError(f"{target_where}: target-jax {_shown(target)} is older than {_shown(MIN_TARGET_JAX)},"
+                          " the oldest JAX jaxmigrate migrates to")
+    if written_for is not None and written_for > target:
+        raise ConfigError(f"{written_where}: from-jax {_shown(written_for)} is newer than target-jax"
+                          f" {_shown(target)}: the code would be migrated backwards")
+
+
+def _shown(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
 
 
 def _line_length(given: int | None, table: dict, where: str, config_file: Path | None, start: Path) -> int | None:

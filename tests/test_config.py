@@ -187,3 +187,35 @@ def test_a_line_length_that_is_not_a_sane_whole_number_is_an_error(project, test
     (project / "pyproject.toml").write_text(f"[tool.jaxmigrate]\nline-length = {value!r}\n".replace("'", '"'))
     with pytest.raises(ConfigError, match="line-length must be a whole number"):
         load_settings(None, project)
+
+
+@pytest.mark.parametrize(
+    "body, options, named",
+    [
+        pytest.param("", {"target_jax": "0.3"}, "--target-jax: target-jax 0.3 is older than 0.4", id="--target-jax 0.3"),
+        pytest.param('[tool.jaxmigrate]\ntarget-jax = "0.2"\n', {}, "pyproject.toml: target-jax 0.2", id="target-jax 0.2"),
+        pytest.param("", {"from_jax": "1.5"}, "--from-jax: from-jax 1.5 is newer than target-jax 0.10", id="--from-jax 1.5"),
+        pytest.param('[tool.jaxmigrate]\nfrom-jax = "0.9"\n', {"target_jax": "0.8"}, "pyproject.toml: from-jax 0.9 is newer",
+                     id="from-jax newer than --target-jax"),
+    ],
+)
+def test_versions_that_describe_no_migration_are_errors(project, test_rules, body, options, named):
+    write_pyproject(project, body)
+    with pytest.raises(ConfigError, match=named):
+        load_settings(None, project, **options)
+
+
+def test_a_project_pin_newer_than_the_target_is_not_the_users_error(project, test_rules):
+    (project / "requirements.txt").write_text("jax>=0.9\n")
+    assert load_settings(None, project, target_jax="0.8").from_jax == (0, 9)
+
+
+@pytest.mark.parametrize("args", [["--from-jax", "1.5"], ["--target-jax", "0.3"]])
+def test_a_backwards_migration_on_the_command_line_is_exit_2(project, test_rules, args):
+    from click.testing import CliRunner
+
+    from jaxmigrate.cli import main
+
+    (project / "a.py").write_text("import x\nx.legacy\n")
+    result = CliRunner().invoke(main, ["a.py", *args], catch_exceptions=False)
+    assert result.exit_code == 2 and "jaxmigrate: error: --" in result.stderr
