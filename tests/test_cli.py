@@ -835,7 +835,7 @@ def test_rules_table_and_json_list_the_same_codes(test_rules):
     expected = [*registry.TOOL_CODES, *(rule.code for rule in test_rules)]
     listed = json.loads(jaxmigrate("rules", "--output-format", "json").stdout)
     assert [item["code"] for item in listed] == expected
-    assert all(set(item) == {"code", "name", "summary", "fix", "jax_versions", "explanation"} for item in listed)
+    assert all(set(item) == {"code", "name", "summary", "fix", "fix_safeties", "jax_versions", "explanation"} for item in listed)
     table = jaxmigrate("rules").stdout
     assert all(code in table for code in expected)
 
@@ -861,3 +861,11 @@ def test_explain_prints_the_rules_sections_and_refuses_unknown_codes():
     assert "**JAX versions:**" in text and "**Fix:**" in text
     unknown = jaxmigrate("explain", "JM999")
     assert unknown.exit_code == 2 and "unknown rule" in unknown.stderr
+
+
+@pytest.mark.parametrize("code", ["JM102", "JM302"])
+def test_rules_and_explain_say_a_fix_may_be_unsafe_where_findings_can(code):
+    listed = {r["code"]: r for r in json.loads(jaxmigrate("rules", "--output-format", "json").stdout)}
+    assert (listed[code]["fix"], listed[code]["fix_safeties"]) == ("safe or unsafe", ["safe", "unsafe"])
+    assert "**Fix:** safe or unsafe" in jaxmigrate("explain", code).stdout
+    assert listed["JM301"]["fix"] == "unsafe" and listed["JM104"]["fix"] is None

@@ -85,3 +85,26 @@ def test_use_instead_examples_pass_the_tool_clean(rule, block):
     ast.parse(block)
     findings = lint_text(PRELUDE + block, "use_instead.py", registry.all_rules(), TARGET)
     assert [(f.code, f.message) for f in findings] == []
+
+
+def _fix_chain(fix):
+    while fix is not None:
+        yield fix.safety
+        fix = fix.fallback
+
+
+@pytest.mark.parametrize("rule", _rules())
+def test_the_fix_safety_rules_and_explain_show_is_what_the_findings_offer(rule):
+    """`rules` and `explain` show ``fix_safeties``; the findings of the rule's examples and fixtures
+    (code written for JAX 0.4, and for a JAX not known) must offer exactly those, no more, no fewer."""
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "lint" / rule.code
+    texts = [example.code for example in rule.INVALID] + [path.read_text() for path in sorted(fixtures.glob("*.py"))]
+    offered = set()
+    for text in texts:
+        for written_for in (None, (0, 4)):
+            for finding in lint_text(text, "example.py", (rule,), TARGET, written_for):
+                if finding.code == rule.code:
+                    offered.update(_fix_chain(finding.fix))
+    assert offered == set(rule.fix_safeties())

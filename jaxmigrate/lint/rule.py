@@ -71,13 +71,29 @@ class Rule:
     # Which JAX version changed the thing this rule is about ("deprecated in X, removed in Y"),
     # shown by `jaxmigrate explain`.
     jax_versions: ClassVar[str] = ""
-    fixable: ClassVar[Safety | None] = None  # the strongest fix this rule can offer, for docs
+    fixable: ClassVar[Safety | None] = None  # the safety of this rule's fix where nothing makes it less safe
+    # Set on a rule whose fix is safe in general but unsafe at some sites (the finding says why):
+    # `rules` and `explain` then say "safe or unsafe". The suite checks this against the findings
+    # of the rule's examples and fixtures, both ways (tests/test_rules_examples.py).
+    sometimes_unsafe: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
 
     def check_module(self, ctx: FileContext) -> Iterable[None] | None:  # pragma: no cover
         """Whole-module analysis; override when node-by-node visiting does not fit."""
         return None
+
+    @classmethod
+    def fix_safeties(cls) -> tuple[Safety, ...]:
+        """Every safety a fix of this rule (or its fallback) can have, safest first."""
+        if cls.fixable is None:
+            return ()
+        return (Safety.SAFE, Safety.UNSAFE) if cls.sometimes_unsafe else (cls.fixable,)
+
+    @classmethod
+    def fix_label(cls) -> str:
+        """What `rules` and `explain` say about the fix: none, safe, unsafe, or safe or unsafe."""
+        return " or ".join(safety.value for safety in cls.fix_safeties()) or "none"
 
     @classmethod
     def triggers(cls, target_jax: tuple[int, int]) -> tuple[str, ...]:

@@ -14,7 +14,8 @@ def rule_record(rule: type[Rule]) -> dict:
         "code": rule.code,
         "name": rule.name,
         "summary": rule.summary,
-        "fix": rule.fixable.value if rule.fixable else None,
+        "fix": rule.fix_label() if rule.fixable else None,
+        "fix_safeties": [safety.value for safety in rule.fix_safeties()],
         "jax_versions": rule.jax_versions,
         "explanation": rule.explanation(),
     }
@@ -22,7 +23,7 @@ def rule_record(rule: type[Rule]) -> dict:
 
 def tool_code_record(code: str, description: str) -> dict:
     """JM000 / JM001, findings of the tool itself: listed like rules, so both formats agree."""
-    return {"code": code, "name": "", "summary": description, "fix": None, "jax_versions": None,
+    return {"code": code, "name": "", "summary": description, "fix": None, "fix_safeties": [], "jax_versions": None,
             "explanation": description}
 
 
@@ -41,7 +42,7 @@ def render_rules(output_format: str, out: TextIO) -> None:
     for code, description in registry.TOOL_CODES.items():
         table.add_row(code, "", description, "")
     for rule in rules:
-        table.add_row(rule.code, rule.name, rule.summary, rule.fixable.value if rule.fixable else "")
+        table.add_row(rule.code, rule.name, rule.summary, rule.fix_label() if rule.fixable else "")
     # On a terminal, the table fits its width; piped (`| grep`, `| less -S`) there is no width to
     # fit, and a row cut or wrapped to rich's default 80 columns loses the summary's end.
     width = None if _isatty(out) else WIDTH_WHEN_PIPED
@@ -60,7 +61,7 @@ def explanation_markdown(rule: type[Rule]) -> str:
     facts = []
     if rule.jax_versions:
         facts.append(f"**JAX versions:** {rule.jax_versions}")
-    facts.append(f"**Fix:** {rule.fixable.value if rule.fixable else 'none'}")
+    facts.append(f"**Fix:** {rule.fix_label()}")
     return header + "\n" + "  \n".join(facts) + "\n\n" + rule.explanation() + "\n"
 
 

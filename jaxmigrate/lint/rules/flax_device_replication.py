@@ -54,6 +54,7 @@ class FlaxDeviceReplication(SiteFixes, LegacyNameRule):
     jax_versions = "superseded together with jax.pmap"
 
     fixable = Safety.SAFE
+    sometimes_unsafe = True
     site_planner = "jaxmigrate.migrate.sharding_apis:analyse_flax_replication"
     site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_flax_replication"
     site_fix_message = "rewrite as what flax's helper does, with public JAX 0.10 API (leading device axis kept)"

@@ -61,6 +61,7 @@ class LegacyDevicePut(SiteFixes, LegacyNameRule):
     jax_versions = "deprecated in 0.8.1, removed in 0.10.0"
 
     fixable = Safety.SAFE
+    sometimes_unsafe = True
     site_planner = "jaxmigrate.migrate.sharding_apis:analyse_legacy_device_put"
     site_codemod = "jaxmigrate.migrate.sharding_apis:rewrite_legacy_device_put"
     site_fix_message = "place with `jax.device_put` over a 1-D mesh of the devices (leading device axis kept)"

@@ -82,6 +82,7 @@ class LegacyPjit(LegacyNameRule):
     trigger_words = ("pjit",)
     jax_versions = "deprecated in 0.8.0"
     fixable = Safety.SAFE
+    sometimes_unsafe = True
 
     VALID = [
         Valid("import jax\nstep = jax.jit(f, in_shardings=s)\n"),

@@ -69,6 +69,7 @@ class MeshImplicitAxisTypes(Rule):
     reach = ("jax.make_mesh",)
     jax_versions = "default axis_types Explicit since jax 0.9.0 (warned in 0.8.x)"
     fixable = Safety.SAFE
+    sometimes_unsafe = True
 
     VALID = [
         Valid("import jax\nm = jax.make_mesh((8,), ('data',), axis_types=(jax.sharding.AxisType.Auto,))\n"),

@@ -52,6 +52,7 @@ class PmapShmapMergeFlag(Rule):
     reach = ("jax.config", "os.putenv", "os.environ")
     jax_versions = "transition flag of the jit+shard_map pmap; unknown to JAX 0.10.2"
     fixable = Safety.SAFE
+    sometimes_unsafe = True
 
     VALID = [
         Valid('import jax\njax.config.update("jax_enable_x64", True)\n'),
