@@ -200,6 +200,51 @@ def _process_packed(args: tuple[str, tuple[str, ...], Job]) -> FileResult:
     return process_file(*args)
 
 
+def _process_chunk(items: list[tuple[str, tuple[str, ...], Job]]) -> list[FileResult]:
+    """A worker's share: its files in turn, until the run is interrupted (``workers.stopping``)."""
+    done = []
+    for item in items:
+        if workers.stopping():
+            break
+        done.append(process_file(*item))
+    return done
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``written`` names the files ``--fix`` had already rewritten."""
+
+    def __init__(self, written: list[str]) -> None:
+        super().__init__()
+        self.written = written
+
+
+def _run_pool(todo: list, jobs: int, results: list[FileResult], progress) -> None:
+    """The files in chunks across ``jobs`` workers, each chunk's results added to ``results`` as
+    it comes back; interrupted, the chunks being worked on are cut short and still come back, so
+    that what they rewrote is known."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    size = max(1, len(todo) // (jobs * 8))
+    pending: set = set()
+    try:
+        with workers.pool(jobs) as pool:
+            pending = {pool.submit(_process_chunk, todo[i : i + size]) for i in range(0, len(todo), size)}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    chunk = future.result()
+                    pending.discard(future)
+                    results.extend(chunk)
+                    if progress:
+                        progress(len(chunk), len(todo))
+    except KeyboardInterrupt:
+        # The pool has stopped its workers and waited for them: a cut chunk is done by now.
+        for future in pending:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                results.extend(future.result())
+        raise
+
+
 def run_paths(
     paths: Sequence[Path],
     settings: Settings,
@@ -232,18 +277,16 @@ def run_paths(
 
     jobs = workers.count(jobs, len(todo))
     enough = MIN_FILES_FOR_POOL if job.mode is Mode.CHECK else MIN_FILES_FOR_POOL_WHEN_FIXING
-    if jobs > 1 and len(todo) >= enough:
-        with workers.pool(jobs) as pool:
-            chunk = max(1, len(todo) // (jobs * 8))
-            for result in pool.map(_process_packed, todo, chunksize=chunk):
-                results.append(result)
+    try:
+        if jobs > 1 and len(todo) >= enough:
+            _run_pool(todo, jobs, results, progress)
+        else:
+            for item in todo:
+                results.append(_process_packed(item))
                 if progress:
                     progress(1, len(todo))
-    else:
-        for item in todo:
-            results.append(_process_packed(item))
-            if progress:
-                progress(1, len(todo))
+    except KeyboardInterrupt:
+        raise Interrupted(sorted(r.path for r in results if r.changed and job.mode is Mode.FIX)) from None
 
     if cache is not None:
         for result in results:

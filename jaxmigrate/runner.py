@@ -91,11 +91,16 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             _write_bytes(stdout, raw if out is None else out)
             stdout = stderr
     else:
-        with _progress(stderr, options.output_format, quiet=options.quiet) as tick:
-            result = engine.run_paths(
-                paths, settings, job, force_exclude=options.force_exclude,
-                jobs=options.jobs, use_cache=options.use_cache, progress=tick,
-            )
+        verb = {engine.Mode.FIX: "fixing", engine.Mode.DIFF: "diffing"}.get(mode, "checking")
+        try:
+            with _progress(stderr, options.output_format, quiet=options.quiet, verb=verb) as tick:
+                result = engine.run_paths(
+                    paths, settings, job, force_exclude=options.force_exclude,
+                    jobs=options.jobs, use_cache=options.use_cache, progress=tick,
+                )
+        except engine.Interrupted as interrupted:
+            _tell_written(interrupted.written, stderr)
+            raise
         read_source = _read_file_text
 
     report = Report(
@@ -125,6 +130,15 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
 
 
+def _tell_written(written: list[str], stderr) -> None:
+    """An interrupted --fix says which files it had already rewritten: they are fixed and written
+    whole (the others are as they were), and the user needs to know which to review."""
+    if written:
+        stderr.write(f"Fixed and written before the interruption ({len(written)} file{'s' * (len(written) != 1)}):\n")
+        stderr.writelines(f"  {path}\n" for path in written)
+        stderr.flush()
+
+
 def _write_bytes(stream, data: bytes) -> None:
     """Write ``data`` to a text stream's underlying binary buffer, bypassing its encoding."""
     buffer = getattr(stream, "buffer", None)
@@ -152,7 +166,7 @@ def _read_file_text(path: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _progress(stream, output_format: str, quiet: bool = False) -> Iterator:
+def _progress(stream, output_format: str, quiet: bool = False, verb: str = "checking") -> Iterator:
     """A transient progress bar on stderr, only when a person is watching a text run that has
     gone on for ``PROGRESS_AFTER_SECONDS``. A timer shows it, so that a run stuck on one large
     file shows it too; the run ticks it as files are done."""
@@ -164,7 +178,7 @@ def _progress(stream, output_format: str, quiet: bool = False) -> Iterator:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     progress = Progress(
-        TextColumn("checking"), BarColumn(), MofNCompleteColumn(),
+        TextColumn(verb), BarColumn(), MofNCompleteColumn(),
         console=Console(file=stream), transient=True,
     )
     task = progress.add_task("check", total=None)  # no total before the first file is done

@@ -11,6 +11,11 @@ Python handler (KeyboardInterrupt) until its initializer ignores SIGINT; a Ctrl-
 killed it with a traceback. So the workers are started while SIGINT is blocked in the parent: they
 inherit the block, and a Ctrl-C that arrives meanwhile waits (in the parent, for its own handler;
 in a worker, to be dropped once ignored).
+
+Workers take files in chunks (one task per file costs more than checking it), and a worker holds
+on to its chunk: a Ctrl-C waited for every worker to finish its chunk, a second or more. So a
+Ctrl-C also sets the run's stop event, and a worker leaves the rest of its chunk undone
+(``stopping``): the run stops once the files being worked on are done.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_stop = None  # in a worker: the run's stop event (see pool)
 
 
 def count(requested: int | None, files: int) -> int:
@@ -41,15 +47,18 @@ def pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` processes. Left by an exception (Ctrl-C), it cancels the work that
     has not started and waits for what has: a file being fixed is written whole or not at all."""
     # Imported here: a run of a few files starts no pool, and these cost it a tenth of its start.
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    executor = ProcessPoolExecutor(max_workers=workers, initializer=_started_as_worker)
+    stop = multiprocessing.get_context().Event()
+    executor = ProcessPoolExecutor(max_workers=workers, initializer=_started_as_worker, initargs=(stop,))
     try:
         with _sigint_held():
             for _ in range(workers):  # starts them all now (one per task, or all at the first)
                 executor.submit(os.getpid)
         yield executor
     except BaseException:
+        stop.set()
         executor.shutdown(wait=True, cancel_futures=True)
         raise
     executor.shutdown(wait=True)
@@ -68,7 +77,14 @@ def _sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a held Ctrl-C is raised here
 
 
-def _started_as_worker() -> None:
+def stopping() -> bool:
+    """In a worker: whether the run was interrupted, and the rest of the chunk is to be left."""
+    return _stop is not None and _stop.is_set()
+
+
+def _started_as_worker(stop=None) -> None:
+    global _stop
+    _stop = stop
     # Ctrl-C reaches the whole process group; the parent alone decides what it stops. Ignoring
     # SIGINT drops one held since the fork (see pool); then it need no longer be blocked.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -609,12 +609,12 @@ SLOW_RUNNER = textwrap.dedent(
 )
 
 
-def slow_run(tmp_path: Path, *args: str, runner: str = SLOW_RUNNER) -> tuple[subprocess.Popen, Path]:
+def slow_run(tmp_path: Path, *args: str, runner: str = SLOW_RUNNER, files: int = 40) -> tuple[subprocess.Popen, Path]:
     """The run, held at the gate (open it with ``open_gate``), and its folder; its stderr goes to
     a file (a pipe would wait for orphans)."""
     work = tmp_path / "work"
     work.mkdir()
-    for i in range(40):
+    for i in range(files):
         (work / f"m{i:03}.py").write_text("import jax\ny = jax.tree_map(f, x)\n")
     with open(tmp_path / "stderr", "w") as stderr:
         process = subprocess.Popen(
@@ -688,9 +688,9 @@ def test_pool_workers_die_with_a_killed_parent_and_stop_rewriting(tmp_path):
 
 
 @contextlib.contextmanager
-def held_run(tmp_path: Path, *args: str, runner: str = SLOW_RUNNER) -> Iterator[tuple[subprocess.Popen, Path]]:
+def held_run(tmp_path: Path, *args: str, runner: str = SLOW_RUNNER, files: int = 40) -> Iterator[tuple[subprocess.Popen, Path]]:
     """``slow_run``, its processes killed at the end whatever happened (held, they never end)."""
-    process, work = slow_run(tmp_path, *args, runner=runner)
+    process, work = slow_run(tmp_path, *args, runner=runner, files=files)
     try:
         yield process, work
     finally:
@@ -723,10 +723,32 @@ def test_ctrl_c_exits_130_quietly_and_leaves_whole_files(tmp_path, jobs):
         assert process.poll() is None  # midway, and held there: the rest waits at the gate
         err = interrupted(tmp_path, process)
     assert process.returncode == 130, err
-    assert err.strip() == "jaxmigrate: interrupted"
+    assert err.splitlines()[-1] == "jaxmigrate: interrupted"
     assert_whole_files(work)
     if jobs == "1":
         assert len(fixed_files(work)) == 1  # stopped where it was: the file it was on is left as it was
+    assert written_before_the_interruption(err) == fixed_files(work)
+
+
+def written_before_the_interruption(err: str) -> set[str]:
+    """The files an interrupted --fix says it had rewritten."""
+    lines = err.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Fixed and written before the interruption")), None)
+    return set() if start is None else {line.strip() for line in lines[start + 1 : -1]}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a pool needs two cores")
+def test_ctrl_c_stops_each_pool_worker_after_its_file_not_after_its_chunk(tmp_path):
+    """A worker takes a chunk of files (here 320 files: 20 each); after a Ctrl-C it used to fix the
+    rest of its chunk before the run could stop. Now it stops after the file it is on."""
+    with held_run(tmp_path, "--jobs", "2", files=320) as (process, work):
+        wait_until(lambda: len(fixed_files(work)) >= 2)  # each worker: its first file, then held at the gate
+        err = interrupted(tmp_path, process)
+    assert process.returncode == 130, err
+    fixed = fixed_files(work)
+    assert 2 <= len(fixed) <= 4  # the first file of each, and the one each was held on
+    assert written_before_the_interruption(err) == fixed
 
 
 # A pool whose workers are slow to start, as on a loaded machine: each waits at the gate before
@@ -735,10 +757,10 @@ STARTING_RUNNER = SLOW_RUNNER.replace("from jaxmigrate.cli import main", textwra
     """\
     from jaxmigrate import workers
     set_up = workers._started_as_worker
-    def slow_start():
+    def slow_start(*args):
         while not os.path.exists(os.environ["GATE"]):
             time.sleep(0.01)
-        set_up()
+        set_up(*args)
     workers._started_as_worker = slow_start
     from jaxmigrate.cli import main"""
 ))
@@ -806,6 +828,27 @@ def test_a_progress_bar_once_a_run_a_person_watches_takes_a_while(monkeypatch, s
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setattr(runner, "PROGRESS_AFTER_SECONDS", 0.05)
     assert ("checking" in _progress_shown(stream, output_format, seconds=10)) == shown
+
+
+@pytest.mark.parametrize("args, verb", [([], "checking"), (["--fix"], "fixing"), (["--diff"], "diffing")])
+def test_the_progress_bar_says_what_the_run_does(files, monkeypatch, args, verb):
+    from jaxmigrate import runner
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(runner, "PROGRESS_AFTER_SECONDS", 0)
+    err = Terminal()
+    real = engine.process_file
+
+    def shown_first(*item):  # the run waits (a bounded while) for the bar to show
+        deadline = time.monotonic() + 10
+        while not err.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real(*item)
+
+    monkeypatch.setattr(engine, "process_file", shown_first)
+    runner.check(runner.CheckOptions(paths=[Path("a.py")], use_cache=False, jobs=1, **{a[2:]: True for a in args}),
+                 stdout=io.StringIO(), stderr=err)
+    assert verb in err.getvalue() and ({"checking", "fixing", "diffing"} - {verb}).isdisjoint(err.getvalue().split())
 
 
 def test_no_progress_bar_for_a_run_quicker_than_that(monkeypatch):

@@ -298,11 +298,13 @@ def test_the_pool_never_starts_more_workers_than_cores_or_files(
     started = []
 
     class Pool:  # records the size asked for and works in this process: nothing is started
-        def __init__(self, max_workers, initializer=None):
+        def __init__(self, max_workers, initializer=None, initargs=()):
             started.append(max_workers)
 
         def submit(self, function, *args):  # workers.pool starts the workers with a task each
-            return function(*args)
+            future = concurrent.futures.Future()
+            future.set_result(function(*args))
+            return future
 
         def map(self, function, items, chunksize=1):
             return map(function, items)
