@@ -67,6 +67,8 @@ class FileResult:
     cache_key: str | None = None
     fix_errors: bool = False  # rejected fixes were reported: findings a check would not give
     read: bytes | None = None  # with --fix, the fingerprint of the bytes the fix was made from
+    found: int | None = None  # with --fix, the findings before fixing (None: ``findings``, nothing fixed)
+    gone: int = 0  # with --fix, how many of those are gone (see checker._still_there)
 
 
 @dataclass
@@ -80,6 +82,14 @@ class RunResult:
     @property
     def fixed(self) -> int:
         return sum(r.fixed for r in self.files)
+
+    @property
+    def found(self) -> int:
+        return sum(len(r.findings) if r.found is None else r.found for r in self.files)
+
+    @property
+    def gone(self) -> int:
+        return sum(r.gone for r in self.files)
 
     @property
     def changed_files(self) -> int:
@@ -108,7 +118,7 @@ def process_text(
     diff = _unified_diff(source.text, result.text, display_path) if changed and job.mode is Mode.DIFF else ""
     return FileResult(
         display_path, findings, result.fixed, changed, diff, result.text if changed else None,
-        fix_errors=bool(result.errors),
+        fix_errors=bool(result.errors), found=result.found, gone=result.gone,
     )
 
 

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -178,7 +179,48 @@ def test_fix_leaves_a_read_only_file_alone_with_its_findings_and_why(files):
     assert (files / "a.py").read_text() == "import x\nx.legacy\n"
     assert "a.py:1:1 JM000 cannot write a.py: the file is read-only; not fixed" in result.stdout
     assert "a.py:2:1 JM901 legacy attribute" in result.stdout
-    assert "0 fixed, 2 left" in result.stdout
+    assert "0 fixed, 2 left of 2 found" in result.stdout
+
+
+SUMMARY_AFTER_FIX = re.compile(r"^(\d+) fixed, (\d+) left of (\d+) found(?:, and (\d+) new after fixing)?")
+
+
+def test_the_fix_summary_adds_up_from_one_run_to_the_next(project):
+    """A fix can make other findings moot (the global view drops the pmap's `unreplicate`) and
+    bring new ones to light; the counts are of findings, so each line adds up and the next run
+    starts from what the last one left."""
+    (project / "train.py").write_text(textwrap.dedent(
+        """\
+        import functools
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+        from flax import jax_utils
+        from jax.experimental.pjit import pjit
+        from jax.sharding import PositionalSharding
+
+
+        @functools.partial(jax.pmap, axis_name="batch")
+        def train_step(state, batch):
+            return state + jax.lax.pmean(batch, "batch")
+
+
+        def main():
+            state = jax_utils.replicate(jnp.zeros(3))
+            state = train_step(state, np.ones((jax.local_device_count(), 4, 3)))
+            s = PositionalSharding(jax.devices()).reshape(4, 2)
+            y = jax.tree_map(lambda x: x, state)
+            return jax_utils.unreplicate(state), s, pjit(lambda x: x * 2), y
+        """
+    ))
+    listed = None
+    for args in (["--fix"], ["--fix", "--unsafe-fixes"]):
+        result = jaxmigrate("train.py", "--no-cache", "--output-format", "concise", *args)
+        *shown, summary = result.stdout.splitlines()
+        fixed, left, found, new = (int(n or 0) for n in SUMMARY_AFTER_FIX.match(summary).groups())
+        assert fixed + left == found and left + new == len(shown), result.stdout
+        assert listed is None or found == listed
+        listed = len(shown)
 
 
 def test_fix_skips_a_file_edited_while_it_ran_and_says_so(files, monkeypatch):

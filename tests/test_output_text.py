@@ -64,7 +64,7 @@ def test_with_unsafe_fixes_both_fixes_apply():
 
 def test_fix_mode_summary():
     assert render(report(FINDINGS[2:], fix_mode=True, fixed=4)).splitlines()[-1] == (
-        "4 fixed, 1 left (1 fixable with --unsafe-fixes)"
+        "4 fixed, 1 left of 5 found (1 fixable with --unsafe-fixes)"
     )
 
 

@@ -9,6 +9,7 @@ import io
 import re
 import tokenize
 import traceback
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -182,6 +183,8 @@ class FixResult:
     findings: list[Finding]  # what remains after fixing
     fixed: int  # how many fixes were applied
     errors: list[Finding]  # fixes that were dropped because they would break the file
+    found: int = 0  # findings before fixing
+    gone: int = 0  # of those, how many are no longer there: fixed, or made moot by another fix
 
 
 def fix_text(
@@ -216,6 +219,7 @@ def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
     errors: list[Finding] = []
     rejected: set[tuple] = set()
     findings = lint_text(text, path, rules, target_jax, from_jax)
+    first, original = findings, text
 
     def check(candidate: str) -> list[Finding] | None:
         return _checked(candidate, path, rules, target_jax, from_jax)
@@ -239,7 +243,33 @@ def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
         fixed += count
         text = text_after
         findings = checked if checked is not None else lint_text(text, path, rules, target_jax, from_jax)
-    return FixResult(text, findings, fixed, errors)
+    return FixResult(text, findings, fixed, errors, len(first), len(first) - _still_there(first, original, findings, text))
+
+
+def _still_there(before: list[Finding], before_text: str, after: list[Finding], after_text: str) -> int:
+    """How many of ``before`` are among ``after``. A finding is known by its code and the text it
+    points at, not its line number: fixes above it move it. One fix can make others moot (the
+    global view removes the pmap's `unreplicate`) or bring new ones to light, so the counts of a
+    fix run are of findings, not of fixes applied."""
+    if after_text == before_text:
+        return len(after)
+    old, new = SourceText(before_text), SourceText(after_text)
+    keys = Counter(_content_key(f, old) for f in before)
+    kept = 0
+    for finding in after:
+        key = _content_key(finding, new)
+        if keys[key] > 0:
+            keys[key] -= 1
+            kept += 1
+    return kept
+
+
+def _content_key(finding: Finding, source: SourceText) -> tuple[str, str]:
+    """The code and the text the finding points at (on its first line): what a fix elsewhere on
+    the line (an import merged into it) leaves as it was."""
+    line = source.line(finding.line) if finding.line <= len(source.line_starts) else ""
+    end = finding.end_column - 1 if finding.end_line == finding.line else len(line)
+    return finding.code, line[finding.column - 1 : end]
 
 
 def _checked(text, path, rules, target_jax, from_jax) -> list[Finding] | None:

@@ -18,6 +18,10 @@ class Report:
     files_checked: int
     fix_mode: bool = False  # --fix was given: `fixed` says how many fixes were applied
     fixed: int = 0
+    # After --fix: the findings there were before fixing, and how many of them are gone (fixed, or
+    # made moot by another fix). None: the run fixed nothing that changed which findings there are.
+    found: int | None = None
+    gone: int | None = None
     unsafe_fixes: bool = False  # --unsafe-fixes was given
     quiet: bool = False  # -q: the findings only, no summary line
     # Reads a file's text for showing source lines (None when it cannot); stdin input is served

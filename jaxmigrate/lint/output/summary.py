@@ -18,15 +18,24 @@ def fix_applies(finding: Finding, report: Report) -> bool:
 
 
 def summary_line(report: Report) -> str:
-    """``N findings, M fixable (K with --unsafe-fixes)``; ``N fixed, M left`` after --fix;
-    ``All checks passed (N files)`` when nothing is left and nothing was fixed."""
+    """``N findings, M fixable (K with --unsafe-fixes)``; ``N fixed, M left of K found`` after
+    --fix, which adds up; ``All checks passed (N files)`` when nothing is left and nothing was fixed.
+
+    After --fix the counts are of findings, not of fixes applied: "fixed" is the findings that are
+    gone, by their own fix or made moot by another one (the global view of a pmap removes its
+    `unreplicate`), and findings that only the fixed code has are counted apart as new."""
     left = len(report.findings)
     # Unsafe fixes the user has not enabled: worth telling them the flag exists.
     hidden = 0 if report.unsafe_fixes else report.fixable_unsafe
     if report.fix_mode:
-        if left == 0 and report.fixed == 0:
+        gone = report.fixed if report.gone is None else report.gone
+        found = gone + left if report.found is None else report.found
+        if left == 0 and gone == 0:
             return f"All checks passed ({plural(report.files_checked, 'file')})"
-        line = f"{report.fixed} fixed, {left} left"
+        still = found - gone  # the findings from before that are still there
+        line = f"{gone} fixed, {still} left of {found} found"
+        if left > still:
+            line += f", and {left - still} new after fixing"
         if hidden:
             line += f" ({hidden} fixable with --unsafe-fixes)"
         return line
