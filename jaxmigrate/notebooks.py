@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from jaxmigrate.lint.findings import Finding
+from jaxmigrate.notebook_json import JsonLayoutError, replace_sources
 
 _BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the findings count lines (lint/context.py)
@@ -35,7 +36,7 @@ class Notebook:
     cell_start_lines: list[int]  # 1-based line of each code cell's first line in `text`
     magics: list[str]  # the original magic lines, by sentinel index
     text: str
-    indent: int
+    json_text: str  # the notebook's JSON as it was read: changed cells are written into it
 
     @classmethod
     def parse(cls, raw: bytes, name: str = "<notebook>") -> "Notebook":
@@ -45,7 +46,7 @@ class Notebook:
         except (ValueError, KeyError, TypeError) as error:
             raise NotebookError(f"cannot read {name} as a Jupyter notebook: {error}") from None
         if not _is_python(document):
-            return cls(document, [], [], [], "", _indent_of(raw))
+            return cls(document, [], [], [], "", raw.decode("utf-8-sig"))
         code_cells, magics, parts = [], [], []
         for index, cell in enumerate(cells):
             if cell.get("cell_type") != "code":
@@ -59,7 +60,7 @@ class Notebook:
             code_cells.append(index)
             parts.append("\n".join(masked))
         text = ("\n" + _BOUNDARY + "\n").join(parts) + "\n" if parts else ""
-        return cls(document, code_cells, _cell_starts(text), magics, text, _indent_of(raw))
+        return cls(document, code_cells, _cell_starts(text), magics, text, raw.decode("utf-8-sig"))
 
     def located_in(self, text: str) -> "Notebook":
         """This notebook with its cells found in ``text`` (the fixed text): a fix that adds lines
@@ -78,11 +79,13 @@ class Notebook:
         )
 
     def with_text(self, new_text: str) -> bytes:
-        """The notebook's bytes with the code cells replaced by the (fixed) joined text."""
+        """The notebook's bytes with the code cells replaced by the (fixed) joined text: the
+        changed cells' sources written into the JSON as it was, every other byte kept."""
         parts = new_text.removesuffix("\n").split("\n" + _BOUNDARY + "\n")
         if len(parts) != len(self.code_cells):
             raise NotebookError("a fix changed the notebook's cell structure; not written")
         cells = self.document["cells"]
+        changed: dict[int, str | list[str]] = {}
         for index, part in zip(self.code_cells, parts):
             restored = "\n".join(self._unmask(line) for line in part.split("\n"))
             original = _cell_text(cells[index])
@@ -93,11 +96,13 @@ class Notebook:
                 # A cell magic must stay the cell's first line (a fix's new imports went above it).
                 raise NotebookError(f"a fix would put code above the cell magic {first.strip()!r}; not written")
             if isinstance(cells[index].get("source"), str):
-                cells[index]["source"] = restored
+                changed[index] = restored
             else:
-                cells[index]["source"] = restored.splitlines(keepends=True)
-        dumped = json.dumps(self.document, indent=self.indent, ensure_ascii=False)
-        return (dumped + "\n").encode("utf-8")
+                changed[index] = restored.splitlines(keepends=True)
+        try:
+            return replace_sources(self.json_text, changed).encode("utf-8")
+        except JsonLayoutError as error:
+            raise NotebookError(f"cannot write the fixed cells back: {error}") from None
 
     def _unmask(self, line: str) -> str:
         match = _MAGIC.match(line)
@@ -156,6 +161,3 @@ def _is_python(document: dict) -> bool:
     return str(language).lower() == "python"
 
 
-def _indent_of(raw: bytes) -> int:
-    match = re.search(rb"\n( +)\"", raw)
-    return len(match.group(1)) if match else 1

@@ -158,3 +158,37 @@ def test_findings_left_after_fix_are_reported_in_their_cell_and_line(nb, test_ru
         nb.write_bytes(notebook("x.legacy\nx.legacy\n", "y = 1\nrisky()\n"))
         [finding] = run(["."], job).findings
         assert (finding.code, finding.cell, finding.line, finding.column) == ("JM902", 3, 2, 1)
+
+
+def document(*sources) -> dict:
+    return {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+                      for source in sources],
+            "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        pytest.param(lambda d: json.dumps(d), id="compact, one line, no final newline"),
+        pytest.param(lambda d: json.dumps(d, separators=(",", ":")), id="compact without spaces"),
+        pytest.param(lambda d: json.dumps(d, indent=1, ensure_ascii=False) + "\n", id="nbformat's own"),
+        pytest.param(lambda d: json.dumps(d, indent=2, ensure_ascii=True), id="indent 2, ASCII escapes"),
+    ],
+)
+def test_a_fix_writes_only_the_changed_cells_source_in_the_notebooks_own_format(project, test_rules, dump):
+    before = document(["import x\n", "x.legacy\n", "z = 'café'"], "y = 1", "x.legacy")
+    after = document(["import x\n", "x.modern\n", "z = 'café'"], "y = 1", "x.modern")
+    path = project / "nb.ipynb"
+    path.write_text(dump(before), encoding="utf-8")
+    result = run(["nb.ipynb"], FIX)
+    assert result.changed_files == 1 and result.findings == []
+    assert path.read_text(encoding="utf-8") == dump(after)
+
+
+def test_an_unusual_layout_is_kept_outside_the_changed_source():
+    from jaxmigrate.notebook_json import replace_sources
+
+    text = '{"cells": [ {"source" :\n  [ "a\\n" ,\n    "b"\n  ], "x": 1}, {"source": "keep"}], "metadata": {}}'
+    new = replace_sources(text, {0: ["a\n", "c"]})
+    assert new == '{"cells": [ {"source" :\n  ["a\\n", "c"], "x": 1}, {"source": "keep"}], "metadata": {}}'
+    assert json.loads(new)["cells"][0]["source"] == ["a\n", "c"]
