@@ -17,6 +17,7 @@ from jaxmigrate.notebook_json import JsonLayoutError, replace_sources
 
 _BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the findings count lines (lint/context.py)
+_LINE_NUMBER = re.compile(r"\b([Ll]ine) (\d+)\b")  # how messages name a line (see _lines_named_in)
 _MAGIC = re.compile(r"^(?P<indent>[ \t]*)pass  # jaxmigrate-magic-(?P<index>\d+)$")
 # `%magic`, `!shell`, `?name`, `name?`, and the assignment forms `x = !ls`, `a, b = %time f()`.
 _LINE_MAGIC = re.compile(
@@ -68,15 +69,38 @@ class Notebook:
         return replace(self, cell_start_lines=_cell_starts(text), text=text)
 
     def locate(self, finding: Finding) -> Finding:
-        """The finding with its lines made relative to its cell, and the cell's 1-based number."""
-        cell = max((i for i, start in enumerate(self.cell_start_lines) if start <= finding.line), default=0)
-        offset = self.cell_start_lines[cell] - 1 if self.cell_start_lines else 0
+        """The finding with its lines made relative to its cell, and the cell's 1-based number;
+        the lines its message names too."""
+        cell, line = self._cell_and_line(finding.line)
+        _, end_line = self._cell_and_line(finding.end_line)
         return replace(
             finding,
-            line=finding.line - offset,
-            end_line=max(finding.end_line - offset, 1),
-            cell=self.code_cells[cell] + 1 if self.code_cells else None,
+            message=self._lines_named_in(finding.message, cell),
+            line=line,
+            end_line=max(end_line if finding.end_line >= finding.line else line, line),
+            cell=cell,
         )
+
+    def _cell_and_line(self, line: int) -> tuple[int | None, int]:
+        """The 1-based number of the cell that holds line ``line`` of the joined text, and the
+        line within it."""
+        if not self.cell_start_lines:
+            return None, line
+        index = max((i for i, start in enumerate(self.cell_start_lines) if start <= line), default=0)
+        return self.code_cells[index] + 1, line - self.cell_start_lines[index] + 1
+
+    def _lines_named_in(self, message: str, cell: int | None) -> str:
+        """A message names lines of the text the rules saw, the cells joined ("line 20: argument
+        2 of `train_step` ..."); a reader of the notebook wants the line in its cell, and the cell
+        when it is another one. Code quoted in backticks is the user's and is left alone."""
+        parts = message.split("`")
+        for i in range(0, len(parts), 2):  # outside backticks
+            parts[i] = _LINE_NUMBER.sub(lambda m: self._line_shown(int(m.group(2)), cell, m.group(1)), parts[i])
+        return "`".join(parts)
+
+    def _line_shown(self, line: int, cell: int | None, word: str) -> str:
+        where, within = self._cell_and_line(line)
+        return f"{word} {within}" if where == cell else f"cell {where}, {word.lower()} {within}"
 
     def with_text(self, new_text: str) -> bytes:
         """The notebook's bytes with the code cells replaced by the (fixed) joined text: the
@@ -107,6 +131,15 @@ class Notebook:
     def _unmask(self, line: str) -> str:
         match = _MAGIC.match(line)
         return self.magics[int(match.group("index"))] if match else line
+
+
+def cell_source(json_text: str, cell: int) -> str | None:
+    """The source of the notebook's ``cell``-th cell (1-based, as findings number them), or None."""
+    try:
+        cells = _checked_cells(json.loads(json_text))
+        return _cell_text(cells[cell - 1]) if 0 < cell <= len(cells) else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _cell_starts(text: str) -> list[int]:

@@ -14,7 +14,7 @@ from jaxmigrate import engine
 from jaxmigrate.cli import main
 from jaxmigrate.config import load_settings
 from jaxmigrate.engine import Job, Mode
-from jaxmigrate.lint.rule import Safety
+from jaxmigrate.lint.rule import Finding, Safety
 from jaxmigrate.notebooks import Notebook, NotebookError
 
 CHECK = Job(Mode.CHECK, False, (0, 10))
@@ -192,3 +192,31 @@ def test_an_unusual_layout_is_kept_outside_the_changed_source():
     new = replace_sources(text, {0: ["a\n", "c"]})
     assert new == '{"cells": [ {"source" :\n  ["a\\n", "c"], "x": 1}, {"source": "keep"}], "metadata": {}}'
     assert json.loads(new)["cells"][0]["source"] == ["a\n", "c"]
+
+
+def test_lines_a_message_names_are_lines_of_their_cell(project):
+    """JM101 names the line that blocks the global view; in a notebook that is a line of a cell."""
+    cells = [
+        ["import functools\n", "import jax\n", "import numpy as np\n"],
+        ["@functools.partial(jax.pmap, axis_name='batch')\n", "def train_step(state, batch):\n",
+         "    return state + jax.lax.pmean(batch, 'batch')\n"],
+        ["batch = np.ones((jax.local_device_count(), 4, 3))\n", "state = 0\n", "state = train_step(state, batch)\n"],
+    ]
+    (project / "t.ipynb").write_text(json.dumps(document(*cells), indent=1))
+    (finding,) = run(["t.ipynb"]).findings
+    assert (finding.code, finding.cell, finding.line) == ("JM101", 2, 1)
+    assert "not possible: cell 3, line 3: argument 1 of `train_step`" in finding.message
+
+
+@pytest.mark.parametrize(
+    "message, shown",
+    [
+        pytest.param("blocked (line 5)", "blocked (line 2)", id="a line of the finding's own cell"),
+        pytest.param("Line 2: no", "cell 1, line 2: no", id="a line of another cell"),
+        pytest.param("`f(line 2)` stays", "`f(line 2)` stays", id="quoted code is left alone"),
+    ],
+)
+def test_locate_maps_the_lines_a_message_names(message, shown):
+    parsed = Notebook.parse(json.dumps(document("a = 1\nb = 2", "c = 3\nd = 4")).encode())
+    located = parsed.locate(Finding("JM901", message, "nb.ipynb", 4, 1, 4, 2))
+    assert (located.cell, located.line, located.message) == (2, 1, shown)

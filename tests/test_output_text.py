@@ -119,15 +119,24 @@ def test_non_ascii_in_the_rendered_output():
     ]
 
 
-def test_no_source_line_when_the_text_is_unavailable_or_a_notebook_cell():
-    findings = [
-        Finding("JM101", "gone", "deleted.py", 1, 1, 1, 5),
-        Finding("JM101", "cell", "train.py", 2, 8, 2, 16, cell=3),  # train.py is readable
-    ]
-    assert render(report(findings)).splitlines() == [
-        "deleted.py:1:1 JM101 gone", "",
-        "train.py:cell 3:2:8 JM101 cell", "",
-        "2 findings, 0 fixable",
+def test_no_source_line_when_the_text_is_unavailable():
+    findings = [Finding("JM101", "gone", "deleted.py", 1, 1, 1, 5)]
+    assert render(report(findings)).splitlines() == ["deleted.py:1:1 JM101 gone", "", "1 finding, 0 fixable"]
+
+
+def test_a_notebook_finding_shows_its_line_of_its_cell():
+    import json
+
+    cells = [{"cell_type": "markdown", "source": ["# step = jax.pmap(f)\n"]},
+             {"cell_type": "code", "source": ["import jax\n"]},
+             {"cell_type": "code", "source": ["x = 1\n", "step = jax.pmap(update)\n"]}]
+    notebook = json.dumps({"cells": cells, "metadata": {}}, indent=1)
+    finding = Finding("JM101", "pmap", "nb.ipynb", 2, 8, 2, 16, cell=3)
+    shown = Report([finding], 1, read_source={"nb.ipynb": notebook}.get)
+    assert render(shown).splitlines()[:3] == [
+        "nb.ipynb:cell 3:2:8 JM101 pmap",
+        "  2 | step = jax.pmap(update)",
+        "    |        ^^^^^^^^",
     ]
 
 

@@ -26,6 +26,7 @@ from jaxmigrate.lint.findings import Finding, Safety
 from jaxmigrate.lint.output import Report
 from jaxmigrate.lint.output.console import Console
 from jaxmigrate.lint.output.summary import fix_applies, summary_line
+from jaxmigrate.notebooks import cell_source
 
 TAB_SIZE = 4
 LINES_PRINTED_TOGETHER = 400  # rich's cost is per print (terminal size, environment, ...)
@@ -39,16 +40,19 @@ def render(report: Report, out: TextIO) -> None:
     # directly. Printing through rich line by line cost 0.35 ms a finding, most of the time of
     # checking a pmap-dense file; it now prints a few hundred lines at a time.
     plain = console.color_system is None
-    sources: dict[str, SourceText | None] = {}
+    sources: dict[tuple[str, int | None], SourceText | None] = {}
     batch: list[Text] = []
     for number, finding in enumerate(report.findings, 1):
         lines = [_headline(finding)]
-        if finding.path not in sources:
+        # A notebook finding counts lines within its cell: the source shown is the cell's.
+        key = (finding.path, finding.cell)
+        if key not in sources:
             text = report.read_source(finding.path)
-            sources[finding.path] = None if text is None else SourceText(text)
-        source = sources[finding.path]
-        # A notebook finding counts lines within its cell, not within the file read from disk.
-        if source is not None and finding.cell is None and finding.line <= len(source.line_starts):
+            if text is not None and finding.cell is not None:
+                text = cell_source(text, finding.cell)
+            sources[key] = None if text is None else SourceText(text)
+        source = sources[key]
+        if source is not None and finding.line <= len(source.line_starts):
             lines += _snippet(finding, source.line(finding.line))
         if finding.fix is not None:
             lines.append(_fix_hint(finding, report))
