@@ -113,6 +113,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
         unsafe_fixes=options.unsafe_fixes,
         read_source=read_source,
         quiet=options.quiet,
+        line_length=settings.line_length,
     )
     if mode is engine.Mode.DIFF:
         stdout.write(result.diff)

@@ -280,3 +280,22 @@ def test_a_file_with_many_codemod_fixes_gets_replacements_for_the_first_ones_onl
     assert len(findings) == 5 and all(f.fix is not None and f.fix.codemod for f in findings)
     results = sarif(findings, {"many.py": source})["runs"][0]["results"]
     assert [("fixes" in r) for r in results] == [True, True, True, False, False]
+
+
+def test_a_codemod_fix_keeps_to_the_configured_line_length_as_fix_does(project):
+    """With `line-length = 120`, --fix writes the make_mesh on one line; SARIF's fix said five."""
+    from click.testing import CliRunner
+
+    from jaxmigrate.cli import main
+
+    (project / "pyproject.toml").write_text("[tool.jaxmigrate]\nline-length = 120\n")
+    source = ("import jax\nfrom jax.experimental import mesh_utils\nfrom jax.sharding import Mesh\n\n"
+              'mesh = Mesh(mesh_utils.create_device_mesh((4, 2)), ("data", "model"))\n')
+    (project / "m.py").write_text(source)
+    log = json.loads(CliRunner().invoke(main, ["m.py", "--no-cache", "--unsafe-fixes", "--output-format", "sarif"]).stdout)
+    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "JM307"]
+    inserted = [rep["insertedContent"]["text"] for change in result["fixes"][0]["artifactChanges"]
+                for rep in change["replacements"]]
+    CliRunner().invoke(main, ["m.py", "--no-cache", "--unsafe-fixes", "--fix"])
+    fixed_line = next(line for line in (project / "m.py").read_text().splitlines() if "make_mesh" in line)
+    assert fixed_line + "\n" in inserted and fixed_line.endswith(")")

@@ -33,6 +33,7 @@ from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint import registry
 from jaxmigrate.lint.findings import Finding, Fix
 from jaxmigrate.lint.output import Report
+from jaxmigrate.migrate._layout import line_width
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "jaxmigrate/v1"
@@ -68,7 +69,8 @@ def sarif_log(report: Report) -> dict:
             source = sources.get(finding)
             if finding.fix.codemod and not budget.spend(finding.path):
                 source = None  # past the file's budget of codemod runs: the fix is left out
-            fix = _fix(finding, finding.fix, source)
+            with line_width(report.line_length):  # the width --fix keeps to
+                fix = _fix(finding, finding.fix, source)
             if fix is not None:
                 result["fixes"] = [fix]
         if finding.cell is not None:
