@@ -193,3 +193,52 @@ def test_the_shared_index_is_ast_walk_order_without_the_context_markers():
         assert nodes == [n for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
         assert sorted(p for items in by_type.values() for p, _ in items) == list(range(len(nodes)))
         assert all(nodes[p] is n for items in by_type.values() for p, n in items)
+
+
+# --- file-level noqa and JM002 unused-noqa ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        pytest.param("# jaxmigrate: noqa: JM901\nx.legacy\nrisky()\n", [("JM902", 3)], id="file-level, one code"),
+        pytest.param("import x\n# jaxmigrate: noqa\nx.legacy\nrisky()\n", [], id="file-level, every code"),
+        pytest.param("x.legacy  # jaxmigrate: noqa: JM901\n", [("JM901", 1)], id="not on a line of its own: no file directive"),
+        pytest.param('s = """\n# jaxmigrate: noqa\n"""\nx.legacy\n', [("JM901", 4)], id="in a string: no directive"),
+    ],
+)
+def test_a_file_level_directive_suppresses_its_codes_in_the_whole_file(test_rules, text, expected):
+    findings = lint_text(text, "t.py", test_rules, (0, 10))
+    assert [(f.code, f.line) for f in findings] == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected, fixed",
+    [
+        pytest.param("x = 1  # noqa: JM9999\n", ["unused `noqa` directive (unknown: JM9999)"], "x = 1\n",
+                     id="an unknown code"),
+        pytest.param("x = 1  # noqa: JM901\n", ["unused `noqa` directive (unused: JM901)"], "x = 1\n",
+                     id="a selected code that suppressed nothing"),
+        pytest.param("x.legacy  # noqa: JM901, JM902\n", ["unused `noqa` directive (unused: JM902)"],
+                     "x.legacy  # noqa: JM901\n", id="one code of two used"),
+        pytest.param("x.legacy  # noqa: JM901\n", [], None, id="used"),
+        pytest.param("x = 1  # noqa: E501, F401\n", [], None, id="other linters' codes"),
+        pytest.param("x = 1  # noqa\n", [], None, id="a bare noqa"),
+        pytest.param("x = 1  # noqa: JM101\n", [], None, id="a code whose rule did not run"),
+        pytest.param("# jaxmigrate: noqa: JM902\nx = 1\n", ["unused file-level `jaxmigrate: noqa` directive (unused: JM902)"],
+                     "x = 1\n", id="file-level"),
+    ],
+)
+def test_unused_noqa_reports_directive_codes_that_suppressed_nothing_or_are_unknown(
+        monkeypatch, test_rules, text, expected, fixed):
+    from jaxmigrate.lint import registry
+    from jaxmigrate.lint.rules.legacy_pmap import LegacyPmap
+    from jaxmigrate.lint.rules.unused_noqa import UnusedNoqa
+
+    monkeypatch.setattr(registry, "all_rules", lambda: (*test_rules, UnusedNoqa, LegacyPmap))
+    rules = (*test_rules, UnusedNoqa)
+    findings = lint_text(text, "t.py", rules, (0, 10))
+    assert [f.message for f in findings if f.code == "JM002"] == expected
+    if fixed is not None:
+        assert fix_text(text, "t.py", rules, (0, 10)).text == fixed
+

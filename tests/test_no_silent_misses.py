@@ -10,7 +10,8 @@ import pytest
 
 from jaxmigrate import catalogue
 from jaxmigrate.lint import registry
-from jaxmigrate.lint.checker import _NOQA, _SKIP_FILE, fix_text
+from jaxmigrate.lint.checker import _SKIP_FILE, fix_text
+from jaxmigrate.lint.suppressions import _NOQA
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.names import LOCAL, NameResolver
 

@@ -16,6 +16,7 @@ from functools import cache
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import forget, reusing_checked_modules
 from jaxmigrate.core.source import SourceText
+from jaxmigrate.lint import suppressions
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Finding, Fix, Safety
 from jaxmigrate.lint.prefilter import rules_triggered
@@ -25,11 +26,6 @@ from jaxmigrate.migrate._layout import line_width
 MAX_FIX_PASSES = 10
 
 _SKIP_FILE = re.compile(r"^[ \t\f]*#[ \t]*jaxmigrate:[ \t]*skip-file\b", re.MULTILINE)
-_NOQA = re.compile(
-    r"#[ \t]*noqa(?::[ \t]*(?P<codes>[A-Za-z]+[0-9]+(?:[ \t]*,?[ \t]*[A-Za-z]+[0-9]+)*))?",
-    re.IGNORECASE,
-)
-_CODE = re.compile(r"[A-Za-z]+[0-9]+")
 
 
 def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
@@ -65,9 +61,15 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
     if "jaxmigrate:" in text and _SKIP_FILE.search(text) and _skip_file_comment(text):
         return None
     active = rules_triggered(text, rules, target_jax)
-    if not active:
+    # JM002 judges the noqa directives, which needs the other rules' findings but no tree: its
+    # reach is empty, so the pre-filter never makes it active, and a file is parsed for it only
+    # when some other rule could fire there too.
+    audit = suppressions.UNUSED_NOQA in _codes(rules) and suppressions.may_need_audit(text)
+    if not active and not audit:
         return None
     source = SourceText(text)
+    if not active:
+        return sorted(_unsuppressed([], source, path, rules, audit), key=lambda f: f.sort_key)
     # A tree is freed by reference counting; the cyclic GC only re-traverses its young nodes
     # again and again while it is built (measured: parsing jax's own tree 4.2 s -> 2.5 s).
     gc_was_enabled = gc.isenabled()
@@ -83,7 +85,18 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
     finally:
         if gc_was_enabled:
             gc.enable()
-    return sorted(_unsuppressed(findings, source), key=lambda f: f.sort_key)
+    return sorted(_unsuppressed(findings, source, path, rules, audit), key=lambda f: f.sort_key)
+
+
+def _unsuppressed(findings, source, path, rules, audit) -> list[Finding]:
+    from jaxmigrate.lint import registry
+
+    known = frozenset(registry.TOOL_CODES) | _codes(registry.all_rules())
+    return suppressions.unsuppressed(findings, source, path, _codes(rules), known, audit)
+
+
+def _codes(rules) -> frozenset[str]:
+    return frozenset(rule.code for rule in rules)
 
 
 def _run_rules(ctx: FileContext, rules: list[Rule]) -> list[Finding]:
@@ -127,19 +140,6 @@ def _position(item: tuple[int, ast.AST]) -> int:
     return item[0]
 
 
-def _comments(text: str) -> dict[int, str] | None:
-    """The comment on each line, from the tokenizer: a ``# noqa`` inside a string is no comment.
-    None when the text cannot be tokenized."""
-    comments = {}
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                comments[token.start[0]] = token.string
-    except (tokenize.TokenError, SyntaxError):
-        return None
-    return comments
-
-
 def _skip_file_comment(text: str) -> bool:
     """Whether a comment on a line of its own says ``jaxmigrate: skip-file`` (the raw text matched
     already; a docstring that mentions the comment does not count). A text the tokenizer gives up
@@ -151,30 +151,6 @@ def _skip_file_comment(text: str) -> bool:
     except (tokenize.TokenError, SyntaxError):
         return True
     return False
-
-
-def _unsuppressed(findings: list[Finding], source: SourceText) -> list[Finding]:
-    kept = []
-    tokenized = False  # only once some line's raw text says noqa: most files never need it
-    comments: dict[int, str] | None = None
-    for finding in findings:
-        if finding.code in ("JM000", "JM001"):
-            kept.append(finding)
-            continue
-        match = _NOQA.search(source.line(finding.line)) if finding.line <= len(source.line_starts) else None
-        if match is not None:
-            if not tokenized:
-                tokenized, comments = True, _comments(source.text)
-            if comments is not None:  # else (cannot tokenize) the raw line is all there is
-                comment = comments.get(finding.line)
-                match = _NOQA.search(comment) if comment is not None else None
-        if match is None:
-            kept.append(finding)
-        elif match.group("codes"):
-            codes = {code.upper() for code in _CODE.findall(match.group("codes"))}
-            if finding.code not in codes:
-                kept.append(finding)
-    return kept
 
 
 @dataclass
