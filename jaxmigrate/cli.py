@@ -120,9 +120,21 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to explicitly passed files too.")
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings (or the diff) only: no summary line.")
+@click.option("--extend-select", multiple=True, help="Rule codes or prefixes to run as well (comma-separated).")
+@click.option("--fixable", multiple=True, help="Rule codes or prefixes whose fixes may be applied [default: ALL].")
+@click.option("--unfixable", multiple=True, help="Rule codes or prefixes whose fixes are never applied.")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip files .gitignore ignores [default: respect-gitignore, else yes].")
+@click.option("--statistics", is_flag=True, help="Count the findings by rule instead of listing them.")
+@click.option("--show-fixes", is_flag=True, help="With --fix: list what was fixed, by file and rule.")
+@click.option("--output-file", "-o", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the findings (or the diff) to this file instead of stdout.")
+@click.option("--show-settings", is_flag=True, help="Print the settings the first PATH is checked with, and exit.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
-          force_exclude, from_jax, line_length, quiet) -> None:
+          force_exclude, from_jax, line_length, quiet, extend_select, fixable, unfixable,
+          respect_gitignore, statistics, show_fixes, output_file, show_settings, show_files) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -135,6 +147,9 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
                 config_file=config_file, stdin_filename=stdin_filename,
                 force_exclude=force_exclude, from_jax=from_jax, line_length=line_length, quiet=quiet,
+                extend_select=_codes(extend_select), fixable=_codes(fixable), unfixable=_codes(unfixable),
+                respect_gitignore=respect_gitignore, statistics=statistics, show_fixes=show_fixes,
+                output_file=output_file, show_settings=show_settings, show_files=show_files,
             )
         )
     except BrokenPipeError:

@@ -14,13 +14,15 @@ from pathlib import Path
 from jaxmigrate.files import DEFAULT_EXCLUDES
 from jaxmigrate.pins import folders_up, project_pin
 from jaxmigrate.lint import registry
+from jaxmigrate.lint.fix_policy import FixPolicy
 
 DEFAULT_TARGET_JAX = (0, 10)
 # The oldest JAX worth migrating to: the fixes write jax.sharding's APIs, which came with 0.4.
 # An older target would report nothing (nothing was deprecated yet) and look like a clean bill.
 MIN_TARGET_JAX = (0, 4)
-KNOWN_KEYS = {"select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax", "from-jax",
-              "line-length"}
+KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "target-jax",
+              "from-jax", "line-length", "fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes",
+              "respect-gitignore"}
 LINE_LENGTHS = range(40, 401)
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 
@@ -45,6 +47,9 @@ class Settings:
     # The width rewritten lines keep to: `line-length`, else ruff's or black's in the same
     # pyproject.toml, else None (each file's own width is measured; see migrate/_layout.py).
     line_length: int | None = None
+    # Which fixes may be applied, and how far they are trusted (lint/fix_policy.py).
+    fix_policy: FixPolicy = FixPolicy()
+    respect_gitignore: bool = True  # skip what .gitignore files ignore, as ruff does
     config_file: Path | None = None
 
     def rule_codes_for(self, path: Path) -> tuple[str, ...]:
@@ -65,7 +70,7 @@ class Settings:
 
         payload = json.dumps(
             [__version__, tool_sources_digest(), self.select, self.ignore, self.per_file_ignores,
-             self.target_jax, self.from_jax]
+             self.target_jax, self.from_jax, list(vars(self.fix_policy).values())]
         )
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
@@ -120,8 +125,13 @@ def load_settings(
     target_jax: str | None = None,
     from_jax: str | None = None,
     line_length: int | None = None,
+    extend_select: list[str] | None = None,
+    fixable: list[str] | None = None,
+    unfixable: list[str] | None = None,
+    respect_gitignore: bool | None = None,
 ) -> Settings:
-    """Settings from the config file (given, or found from ``start``), with CLI values on top."""
+    """Settings from the config file (given, or found from ``start``), with CLI values on top
+    (``--extend-select`` adds to the file's, as ruff's does)."""
     config_file = config_file or find_config(start)
     table: dict = {}
     where = str(config_file) if config_file else "command line"
@@ -148,7 +158,10 @@ def load_settings(
     _check_versions(target, target_where, written_for if given else None, "--from-jax" if from_jax is not None else where)
     settings = Settings(
         root=root,
-        select=_codes(select if select is not None else table.get("select", ["ALL"]), where, "select"),
+        select=_codes(select if select is not None else table.get("select", ["ALL"]), where, "select")
+        # A --select replaces the file's selection, its extend-select too (as ruff's does).
+        + _codes(table.get("extend-select", []) if select is None else [], where, "extend-select")
+        + _codes(extend_select or [], "--extend-select", "extend-select"),
         ignore=_codes(ignore if ignore is not None else table.get("ignore", []), where, "ignore"),
         per_file_ignores=_per_file_ignores(table.get("per-file-ignores", {}), where),
         exclude=_strings(table.get("exclude", list(DEFAULT_EXCLUDES)), where, "exclude"),
@@ -157,6 +170,14 @@ def load_settings(
         from_jax=written_for,
         from_jax_source=source,
         line_length=_line_length(line_length, table, where, config_file, start),
+        fix_policy=FixPolicy(
+            fixable=_codes(fixable if fixable is not None else table.get("fixable", ["ALL"]), where, "fixable"),
+            unfixable=_codes(unfixable if unfixable is not None else table.get("unfixable", []), where, "unfixable"),
+            extend_safe=_codes(table.get("extend-safe-fixes", []), where, "extend-safe-fixes"),
+            extend_unsafe=_codes(table.get("extend-unsafe-fixes", []), where, "extend-unsafe-fixes"),
+        ),
+        respect_gitignore=respect_gitignore if respect_gitignore is not None
+        else _boolean(table.get("respect-gitignore", True), where, "respect-gitignore"),
         config_file=config_file,
     )
     return settings
@@ -230,6 +251,12 @@ def _jaxmigrate_table(document: dict, pyproject: bool, where: str) -> dict:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: [tool.jaxmigrate] must be a table, got {table!r}")
     return table
+
+
+def _boolean(value, where: str, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+    return value
 
 
 def _strings(value, where: str, key: str) -> tuple[str, ...]:

@@ -28,9 +28,10 @@ from jaxmigrate.files import (
     remove_abandoned_temp_files,
     write_atomic,
 )
-from jaxmigrate.lint import registry
+from jaxmigrate.lint import fix_policy, registry
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.findings import Finding, Safety
+from jaxmigrate.lint.fix_policy import FixPolicy
 from jaxmigrate.notebooks import Notebook, NotebookError
 
 # Below this many files a pool costs more to start than it saves. Checking a file takes about
@@ -53,6 +54,7 @@ class Job:
     target_jax: tuple[int, int]
     from_jax: tuple[int, int] | None = None  # the JAX the code was written for; None: not known
     line_length: int | None = None  # the width rewritten lines keep to; None: each file's own
+    policy: FixPolicy | None = None  # fixable / unfixable / extend-(un)safe-fixes (lint/fix_policy.py)
 
 
 @dataclass
@@ -68,7 +70,7 @@ class FileResult:
     fix_errors: bool = False  # rejected fixes were reported: findings a check would not give
     read: bytes | None = None  # with --fix, the fingerprint of the bytes the fix was made from
     found: int | None = None  # with --fix, the findings before fixing (None: ``findings``, nothing fixed)
-    gone: int = 0  # with --fix, how many of those are gone (see checker._still_there)
+    gone: dict[str, int] = field(default_factory=dict)  # with --fix, those gone, by code (checker._gone)
 
 
 @dataclass
@@ -89,7 +91,11 @@ class RunResult:
 
     @property
     def gone(self) -> int:
-        return sum(r.gone for r in self.files)
+        return sum(sum(r.gone.values()) for r in self.files)
+
+    @property
+    def gone_by_file(self) -> dict[str, dict[str, int]]:
+        return {r.path: r.gone for r in self.files if r.gone}
 
     @property
     def changed_files(self) -> int:
@@ -109,10 +115,11 @@ def process_text(
     source: SourceFile, display_path: str, codes: Sequence[str], job: Job
 ) -> FileResult:
     rules = _rules(codes)
-    if job.mode is Mode.CHECK:
-        return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax, job.from_jax))
-    result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes, from_jax=job.from_jax,
-                      line_length=job.line_length)
+    with fix_policy.applied(job.policy):
+        if job.mode is Mode.CHECK:
+            return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax, job.from_jax))
+        result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes,
+                          from_jax=job.from_jax, line_length=job.line_length)
     findings = sorted(result.findings + result.errors, key=lambda f: f.sort_key)
     changed = result.text != source.text
     diff = _unified_diff(source.text, result.text, display_path) if changed and job.mode is Mode.DIFF else ""
@@ -155,7 +162,7 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
             result.new_bytes = notebook.with_text(result.new_text)
         except NotebookError as error:  # never write a notebook whose cells no longer line up
             unfixed = process_text(SourceFile(notebook.text, "utf-8"), display_path, codes,
-                                   Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax))
+                                   Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax, policy=job.policy))
             result = FileResult(display_path, [notebook.locate(f) for f in unfixed.findings], fix_errors=True)
             result.findings.append(Finding("JM001", f"the fixes for {display_path} were not applied: {error}"
                                            " (please report it)", display_path, 1, 1, 1, 1))
@@ -196,7 +203,7 @@ def _read_bytes(path: str) -> bytes:
 def _not_written(path: str, codes: Sequence[str], job: Job, why: str) -> FileResult:
     """The file's findings as it still is on disk, and ``why`` it was not fixed (a JM000 that is
     not the file's own, so it is never cached)."""
-    unfixed = process_file(path, codes, Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax))
+    unfixed = process_file(path, codes, Job(Mode.CHECK, job.unsafe_fixes, job.target_jax, job.from_jax, policy=job.policy))
     unfixed.findings.insert(0, Finding("JM000", why, path, 1, 1, 1, 1))
     unfixed.fix_errors = True
     return unfixed
@@ -255,6 +262,12 @@ def _run_pool(todo: list, jobs: int, results: list[FileResult], progress) -> Non
         raise
 
 
+def discover(paths: Sequence[Path], settings: Settings, force_exclude: bool = False) -> list[Path]:
+    """The files a run over ``paths`` checks (``--show-files`` lists them)."""
+    return Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude,
+                     respect_gitignore=settings.respect_gitignore).files(paths)
+
+
 def run_paths(
     paths: Sequence[Path],
     settings: Settings,
@@ -265,8 +278,7 @@ def run_paths(
     use_cache: bool = True,
     progress: Callable[[int, int], None] | None = None,  # (files just done, files to do)
 ) -> RunResult:
-    discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude)
-    files = discovery.files(paths)
+    files = discover(paths, settings, force_exclude)
     remove_abandoned_temp_files({path.parent for path in files})  # an interrupted --fix's
     cache = cache_module.FindingsCache.open(settings.root, settings.fingerprint()) if use_cache else None
     results: list[FileResult] = []
@@ -312,8 +324,7 @@ def run_stdin(
     raw: bytes, display_path: str, settings: Settings, job: Job, *, force_exclude: bool = False
 ) -> RunResult:
     if force_exclude and display_path != "-":
-        discovery = Discovery(settings.root, settings.exclude, settings.extend_exclude, force_exclude=True)
-        if not discovery.files([Path(display_path)]):
+        if not discover([Path(display_path)], settings, force_exclude=True):
             return RunResult([])  # an excluded name: as if no file had been given
     try:
         result = process_raw(raw, display_path, settings.rule_codes_for(Path(display_path)), job)

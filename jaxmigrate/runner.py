@@ -4,6 +4,7 @@ the renderer and the exit code, so that ``cli.py`` stays a list of options."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import threading
@@ -45,6 +46,15 @@ class CheckOptions:
     stdin_filename: str | None = None
     force_exclude: bool = False
     quiet: bool = False  # as ruff's -q: the findings (or diff), no summary line, no progress bar
+    extend_select: list[str] | None = None
+    fixable: list[str] | None = None
+    unfixable: list[str] | None = None
+    respect_gitignore: bool | None = None  # None: the config's (default true)
+    statistics: bool = False  # counts by rule instead of the findings (as ruff's --statistics)
+    show_fixes: bool = False  # after --fix, what it fixed by file and rule
+    output_file: Path | None = None  # the report (or diff) goes there instead of stdout
+    show_settings: bool = False  # print the settings the first path is checked with, and stop
+    show_files: bool = False  # print the files that would be checked, and stop
 
 
 def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
@@ -67,12 +77,28 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             target_jax=options.target_jax,
             from_jax=options.from_jax,
             line_length=options.line_length,
+            extend_select=options.extend_select,
+            fixable=options.fixable,
+            unfixable=options.unfixable,
+            respect_gitignore=options.respect_gitignore,
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
+    if options.show_settings or options.show_files:
+        from jaxmigrate import show
+
+        target = Path(options.stdin_filename) if use_stdin and options.stdin_filename else paths[0]
+        shown = (show.settings(settings, target) if options.show_settings
+                 else show.files(engine.discover(paths, settings, options.force_exclude)))
+        return _deliver(shown, stdout, options.output_file)
 
     mode = engine.Mode.DIFF if options.diff else engine.Mode.FIX if options.fix else engine.Mode.CHECK
-    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax, settings.line_length)
+    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax, settings.line_length,
+                     settings.fix_policy)
+    if options.output_file is not None and not (use_stdin and mode is engine.Mode.FIX):
+        report_stream = io.StringIO()  # written to the file once the run is done (see _deliver)
+    else:
+        report_stream = None
 
     if use_stdin:
         name = options.stdin_filename or "-"
@@ -114,7 +140,16 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
         read_source=read_source,
         quiet=options.quiet,
         line_length=settings.line_length,
+        fixed_by_file=result.gone_by_file if options.show_fixes and mode is engine.Mode.FIX else None,
     )
+    out = report_stream if report_stream is not None else stdout
+    code = _render(options, mode, result, report, out, stderr)
+    if report_stream is not None:
+        _deliver(report_stream.getvalue(), stdout, options.output_file)
+    return code
+
+
+def _render(options: CheckOptions, mode, result, report: Report, stdout, stderr) -> int:
     if mode is engine.Mode.DIFF:
         stdout.write(result.diff)
         fixes = sum(r.fixed for r in result.files)
@@ -124,13 +159,32 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
                 f" file{'s' * (result.changed_files != 1)}.\n"
             )
         return EXIT_FINDINGS if result.diff and not options.exit_zero else EXIT_CLEAN
-    get_renderer(options.output_format)(report, stdout)
+    if options.statistics:
+        from jaxmigrate.lint.output import statistics
+
+        statistics.render(report, stdout, options.output_format)
+    else:
+        get_renderer(options.output_format)(report, stdout)
 
     if options.exit_zero:
         return EXIT_CLEAN
     if mode is engine.Mode.FIX and options.exit_non_zero_on_fix and result.changed_files:
         return EXIT_FINDINGS
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+
+
+def _deliver(text: str, stdout, output_file: Path | None) -> int:
+    """``text`` to ``--output-file`` (its folder made, as ruff does), or to stdout. An exit code of
+    0, for the commands that only show something."""
+    if output_file is None:
+        stdout.write(text)
+        return EXIT_CLEAN
+    try:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        output_file.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot write --output-file {output_file}: {error.strerror or error}") from None
+    return EXIT_CLEAN
 
 
 def _tell_written(written: list[str], stderr) -> None:

@@ -10,13 +10,13 @@ import re
 import tokenize
 import traceback
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import forget, reusing_checked_modules
 from jaxmigrate.core.source import SourceText
-from jaxmigrate.lint import suppressions
+from jaxmigrate.lint import fix_policy, suppressions
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Finding, Fix, Safety
 from jaxmigrate.lint.prefilter import rules_triggered
@@ -92,7 +92,9 @@ def _unsuppressed(findings, source, path, rules, audit) -> list[Finding]:
     from jaxmigrate.lint import registry
 
     known = frozenset(registry.TOOL_CODES) | _codes(registry.all_rules())
-    return suppressions.unsuppressed(findings, source, path, _codes(rules), known, audit)
+    kept = suppressions.unsuppressed(findings, source, path, _codes(rules), known, audit)
+    policy = fix_policy.current()
+    return kept if policy is None else [policy.finding(f) for f in kept]
 
 
 def _codes(rules) -> frozenset[str]:
@@ -160,7 +162,8 @@ class FixResult:
     fixed: int  # how many fixes were applied
     errors: list[Finding]  # fixes that were dropped because they would break the file
     found: int = 0  # findings before fixing
-    gone: int = 0  # of those, how many are no longer there: fixed, or made moot by another fix
+    # Of those, how many of each code are no longer there: fixed, or made moot by another fix.
+    gone: dict[str, int] = field(default_factory=dict)
 
 
 def fix_text(
@@ -219,25 +222,24 @@ def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
         fixed += count
         text = text_after
         findings = checked if checked is not None else lint_text(text, path, rules, target_jax, from_jax)
-    return FixResult(text, findings, fixed, errors, len(first), len(first) - _still_there(first, original, findings, text))
+    return FixResult(text, findings, fixed, errors, len(first), _gone(first, original, findings, text))
 
 
-def _still_there(before: list[Finding], before_text: str, after: list[Finding], after_text: str) -> int:
-    """How many of ``before`` are among ``after``. A finding is known by its code and the text it
+def _gone(before: list[Finding], before_text: str, after: list[Finding], after_text: str) -> dict[str, int]:
+    """How many of ``before`` are not among ``after``, by code. A finding is known by its code and the text it
     points at, not its line number: fixes above it move it. One fix can make others moot (the
     global view removes the pmap's `unreplicate`) or bring new ones to light, so the counts of a
     fix run are of findings, not of fixes applied."""
     if after_text == before_text:
-        return len(after)
+        return {}
     old, new = SourceText(before_text), SourceText(after_text)
     keys = Counter(_content_key(f, old) for f in before)
-    kept = 0
-    for finding in after:
-        key = _content_key(finding, new)
-        if keys[key] > 0:
-            keys[key] -= 1
-            kept += 1
-    return kept
+    keys.subtract(_content_key(f, new) for f in after)
+    gone: Counter[str] = Counter()
+    for (code, _), count in keys.items():
+        if count > 0:
+            gone[code] += count
+    return dict(sorted(gone.items()))
 
 
 def _content_key(finding: Finding, source: SourceText) -> tuple[str, str]:

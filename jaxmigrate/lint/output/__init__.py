@@ -25,6 +25,8 @@ class Report:
     unsafe_fixes: bool = False  # --unsafe-fixes was given
     quiet: bool = False  # -q: the findings only, no summary line
     line_length: int | None = None  # the width fixes keep to (settings.line_length), for SARIF's fixes
+    # --show-fixes after --fix: by file, by code, how many findings are gone (fixed or made moot).
+    fixed_by_file: dict[str, dict[str, int]] | None = None
     # Reads a file's text for showing source lines (None when it cannot); stdin input is served
     # from memory by the engine.
     read_source: Callable[[str], str | None] = field(default=lambda path: None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from jaxmigrate.lint.output import Report
-from jaxmigrate.lint.output.summary import fix_applies, summary_line
+from jaxmigrate.lint.output.summary import fix_applies, fixes_listing, summary_line
 
 
 def render(report: Report, out: TextIO) -> None:
@@ -20,4 +20,5 @@ def render(report: Report, out: TextIO) -> None:
         marker = " [*]" if fix_applies(finding, report) else ""
         out.write(f"{finding.location}: {finding.code}{marker} {finding.message}\n")
     if not report.quiet:
+        out.writelines(line + "\n" for line in fixes_listing(report))
         out.write(summary_line(report) + "\n")

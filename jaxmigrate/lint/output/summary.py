@@ -45,3 +45,22 @@ def summary_line(report: Report) -> str:
     if hidden:
         line += f" ({report.fixable + hidden} with --unsafe-fixes)"
     return line
+
+
+def fixes_listing(report: Report) -> list[str]:
+    """``--show-fixes``: what --fix fixed, by file and rule, as ruff lists it; the counts are the
+    summary line's "fixed", so the two add up."""
+    if report.fixed_by_file is None:
+        return []
+    from jaxmigrate.lint import registry
+
+    total = sum(sum(codes.values()) for codes in report.fixed_by_file.values())
+    if not total:
+        return ["No findings were fixed.", ""]
+    lines = [f"Fixed {plural(total, 'finding')}:"]
+    for path, codes in sorted(report.fixed_by_file.items()):
+        lines.append(f"- {path}:")
+        for code, count in sorted(codes.items()):
+            rule = registry.rule_by_code(code)
+            lines.append(f"    {count} \u00d7 {code}" + (f" ({rule.name})" if rule else ""))
+    return [*lines, ""]

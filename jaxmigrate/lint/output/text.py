@@ -25,7 +25,7 @@ from jaxmigrate.lint import registry
 from jaxmigrate.lint.findings import Finding, Safety
 from jaxmigrate.lint.output import Report
 from jaxmigrate.lint.output.console import Console
-from jaxmigrate.lint.output.summary import fix_applies, summary_line
+from jaxmigrate.lint.output.summary import fix_applies, fixes_listing, summary_line
 from jaxmigrate.notebooks import cell_source
 
 TAB_SIZE = 4
@@ -67,6 +67,11 @@ def render(report: Report, out: TextIO) -> None:
             console.print(Text("\n").join(batch))
             batch.clear()
     if not report.quiet:
+        listing = fixes_listing(report)
+        if listing and plain:
+            out.writelines(line + "\n" for line in listing)
+        elif listing:
+            console.print(Text("\n".join(listing)))
         style = "bold red" if report.findings else "bold green"
         summary = Text(summary_line(report), style=style)
         if plain:
