@@ -34,6 +34,7 @@ ANY_BEFORE = (0, 0)
 class Pin:
     version: tuple[int, int]  # the lowest (major, minor) the requirement allows
     source: str  # where it was read: "requirements.txt: jax==0.4.30"
+    release: str = ""  # that lowest version as written ("0.4.30"): what `verify --old-jax` installs
 
 
 def lowest_allowed(requirement: str) -> tuple[int, int] | None:
@@ -64,6 +65,17 @@ def lowest_allowed(requirement: str) -> tuple[int, int] | None:
     return ANY_BEFORE if capped else None
 
 
+def lowest_release(requirement: str) -> str:
+    """The version written in the requirement's lowest bound (``"0.4.30"`` of ``jax>=0.4.30,<0.5``),
+    or "" when it has none."""
+    if lowest_allowed(requirement) in (None, ANY_BEFORE):
+        return ""
+    rest = _REQUIREMENT.match(requirement.split(";", 1)[0]).group("rest").strip().strip("()")
+    bounds = [spec for part in rest.split(",") if (spec := _SPECIFIER.match(part)) and spec.group("op") in _LOWER_BOUNDS]
+    best = max(bounds, key=lambda spec: tuple(int(n) for n in spec.group("version").split(".")))
+    return best.group("version")
+
+
 def folders_up(start: Path) -> list[Path]:
     """``start`` (a folder, or a file's folder) and every folder above it, nearest first: where a
     project's settings and requirements are looked for."""
@@ -75,7 +87,7 @@ def project_pin(start: Path) -> Pin | None:
     """The lowest jax version the requirements of the project holding ``start`` allow, or None."""
     for folder in folders_up(start):
         pins = [
-            Pin(version, f"{path.name}: {requirement}")
+            Pin(version, f"{path.name}: {requirement}", lowest_release(requirement))
             for path, requirement in _requirements(folder)
             if (version := lowest_allowed(requirement)) is not None
         ]

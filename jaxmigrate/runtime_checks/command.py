@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
+import tempfile
 import traceback
 from pathlib import Path
 
 import click
 from rich.console import Console
 
+from . import old_side
 from .harness import THREEFRY_CHOICES, VerifyUsageError
 from .harness import verify as run_verify
 from .report import EXIT_FAILED, render
 
 
 @click.command("verify")
-@click.argument("old", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("new", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("programs", nargs=-1, required=True, metavar="[OLD] NEW",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--entry", "entries", multiple=True, required=True, metavar="NAME",
               help="Function to call on both sides (repeatable; all run in one worker per side).")
 @click.option("--devices", default=8, show_default=True, type=click.IntRange(min=1),
@@ -28,6 +32,11 @@ from .report import EXIT_FAILED, render
               help="Function building the entries' arguments, called inside each worker: returns a tuple "
                    "(positional args), a dict (keyword args) or one argument; if it takes a parameter it "
                    "gets the entry name.")
+@click.option("--old-ref", metavar="REV",
+              help="Run the old side from git revision REV of NEW (`git show REV:NEW`); give NEW only.")
+@click.option("--old-jax", metavar="X.Y",
+              help="Run the old side with this JAX, from a venv made once and cached [default: this "
+                   "interpreter's JAX; the project's own jax pin if the old side cannot be imported with it].")
 @click.option("--old-python", metavar="PYTHON", help="Interpreter for the old side (default: this one).")
 @click.option("--new-python", metavar="PYTHON", help="Interpreter for the new side (default: this one).")
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
@@ -43,20 +52,38 @@ from .report import EXIT_FAILED, render
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON to this file ('-' for stdout, then no table).")
 def verify(
-    old: Path, new: Path, entries: tuple[str, ...], devices: int, processes: int, inputs: str | None,
-    old_python: str | None, new_python: str | None, timeout: float, unreplicate: str | None,
-    threefry_partitionable: str, rtol: float | None, atol: float | None, json_path: Path | None,
+    programs: tuple[Path, ...], entries: tuple[str, ...], devices: int, processes: int, inputs: str | None,
+    old_ref: str | None, old_jax: str | None, old_python: str | None, new_python: str | None, timeout: float,
+    unreplicate: str | None, threefry_partitionable: str, rtol: float | None, atol: float | None,
+    json_path: Path | None,
 ) -> None:
     """Run OLD and NEW side by side on forced CPU devices; compare outputs and collectives.
+
+    With --old-ref REV, give NEW only: the old side is NEW as it was at git revision REV.
 
     Exit status: 0 all entries equal, 1 some output differs, 2 a side failed to run.
     """
     try:
-        report = run_verify(
-            old, new, entries, devices=devices, processes=processes, inputs=inputs, old_python=old_python,
-            new_python=new_python, timeout=timeout, unreplicate=unreplicate,
-            threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol,
-        )
+        with tempfile.TemporaryDirectory(prefix="jaxmigrate-old-ref-") as folder:
+            old, new, old_home = _programs(programs, old_ref, Path(folder))
+            if old_jax and old_python:
+                raise VerifyUsageError("give --old-jax or --old-python, not both")
+            run = functools.partial(
+                run_verify, old, new, entries, devices=devices, processes=processes, inputs=inputs,
+                new_python=new_python, timeout=timeout, unreplicate=unreplicate,
+                threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol, old_home=old_home,
+            )
+            report = run(old_python=old_side.python_for(old_jax) if old_jax else old_python)
+            pinned = old_side.project_jax(new)
+            failure = report.old.failure
+            if failure is not None and failure.kind == "import-error" and not (old_jax or old_python) and pinned \
+                    and pinned[0] != report.old.jax_version:
+                click.echo(f"jaxmigrate verify: the old side cannot be imported with JAX {report.old.jax_version};"
+                           f" running it with JAX {pinned[0]}, the project's pin ({pinned[1]}), from a cached venv"
+                           " (--old-jax chooses another)", err=True)
+                report = run(old_python=old_side.python_for(pinned[0]))
+            elif failure is not None and not (old_jax or old_python):
+                failure.message += old_side.removed_api_hint(failure.message, pinned, report.old.jax_version)
     except VerifyUsageError as exc:
         raise click.UsageError(str(exc)) from exc
     except ImportError as exc:  # numpy missing in this interpreter: the runtime extra
@@ -72,5 +99,26 @@ def verify(
     else:
         if json_path is not None:
             json_path.write_text(payload + "\n")
-        render(report, Console())
+        render(report, _console(report))
     raise SystemExit(report.exit_code)
+
+
+def _programs(programs: tuple[Path, ...], old_ref: str | None, folder: Path) -> tuple[Path, Path, Path | None]:
+    """(old, new, the folder the old program runs in when it is a copy from git)."""
+    if old_ref is not None:
+        if len(programs) != 1:
+            raise VerifyUsageError("with --old-ref REV, give NEW only (the old side is NEW at REV)")
+        (new,) = programs
+        return old_side.from_git(old_ref, new, folder), new, new.resolve().parent
+    if len(programs) != 2:
+        raise VerifyUsageError("give OLD and NEW (or NEW and --old-ref REV)")
+    return programs[0], programs[1], None
+
+
+def _console(report) -> Console:
+    """A console as wide as a terminal is, or, piped, as wide as the report's longest line needs:
+    a path cut to fit 80 columns (`.../tr…`) is useless in a log."""
+    if sys.stdout.isatty():
+        return Console()
+    widest = [max(len(str(side.program)), len(str(side.python))) for side in (report.old, report.new)]
+    return Console(width=max(80, sum(widest) + 40))

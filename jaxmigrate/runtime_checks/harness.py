@@ -223,12 +223,16 @@ def verify(
     threefry_partitionable: str = "true",
     rtol: float | None = None,
     atol: float | None = None,
+    old_home: str | os.PathLike[str] | None = None,
 ) -> VerifyReport:
     """Run ``entries`` of both programs on ``devices`` forced CPU devices and compare them.
 
     With ``processes`` N > 1, each side runs as N JAX processes of ``devices`` CPU devices each,
     joined by ``jax.distributed`` on 127.0.0.1 with gloo CPU collectives; every process's outputs
     (the part of each array on its own devices) and collectives are compared, old against new.
+
+    ``old_home`` is the folder the old program belongs to when it is a copy from elsewhere (a git
+    revision): its worker runs there and imports the program's neighbours from there.
 
     Raises VerifyUsageError for bad arguments; everything that goes wrong while running
     (user code raising, hangs, crashes, no jax) is reported in the result instead.
@@ -258,7 +262,8 @@ def verify(
     }
     with tempfile.TemporaryDirectory(prefix="jaxmigrate-verify-") as tmp:
         sides = [
-            Side("old", old_path, str(old_python or sys.executable), Path(tmp) / "old"),
+            Side("old", old_path, str(old_python or sys.executable), Path(tmp) / "old",
+                 home=Path(old_home).resolve() if old_home else None),
             Side("new", new_path, str(new_python or sys.executable), Path(tmp) / "new"),
         ]
         if processes > 1:  # one coordinator per side, on a port of its own

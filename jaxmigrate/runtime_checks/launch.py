@@ -91,6 +91,9 @@ class Side:
     processes: list[Process] = field(default_factory=list)
     started: float = 0.0
     coordinator: str | None = None
+    # The folder the program belongs to, when it was taken from a git revision into a temporary
+    # one: the worker runs there and imports its neighbours from there.
+    home: Path | None = None
     first_failure: Process | None = None
     grace_until: float | None = None
 
@@ -150,7 +153,7 @@ def start(side: Side, request: dict[str, Any], devices: int, processes: int, tim
         process.out_dir.mkdir(parents=True)
         process.dump_dir.mkdir()
         own = {**request, "program": str(side.program), "out_dir": str(process.out_dir),
-               "dump_dir": str(process.dump_dir)}
+               "dump_dir": str(process.dump_dir), "home": str(side.home) if side.home else None}
         if multi:
             own.update(processes=processes, process_id=index, coordinator=side.coordinator,
                        init_timeout=max(1, math.ceil(timeout)))

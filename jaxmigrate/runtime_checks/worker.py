@@ -87,6 +87,15 @@ def _optimized_modules(dump_dir):
     return {n for n in names if _AFTER_OPT.match(n)}
 
 
+def _did_you_mean(module, entry):
+    """" (did you mean 'train_step'?)" for a misspelt entry, from the module's own functions."""
+    import difflib
+
+    names = [name for name, value in vars(module).items() if callable(value) and not name.startswith("_")]
+    close = difflib.get_close_matches(entry, names, n=1)
+    return " (did you mean %r?)" % close[0] if close else ""
+
+
 def _call_args(inputs_fn, entry):
     """Build an entry's arguments; a one-parameter inputs function is told which entry."""
     if inputs_fn is None:
@@ -345,8 +354,10 @@ def main(argv):
 
     program = os.path.abspath(req["program"])
     folder = os.path.dirname(program)
+    home = req.get("home") or folder  # a program taken from git runs where it lives
+    sys.path.insert(0, home)
     sys.path.insert(0, folder)
-    os.chdir(folder)
+    os.chdir(home)
     result.update(phase="import")
     try:
         module = _load_module(program, _module_name(program, "jaxmigrate_program"))
@@ -377,7 +388,7 @@ def main(argv):
         if not callable(fn):
             record.update(status="failed", failure={
                 "kind": "missing-entry", "traceback": "",
-                "message": "entry %r is not a function defined in %s" % (entry, program)})
+                "message": "entry %r is not a function defined in %s%s" % (entry, program, _did_you_mean(module, entry))})
             any_failed = True
             if processes > 1:
                 break
