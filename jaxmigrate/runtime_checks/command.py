@@ -84,6 +84,8 @@ def verify(
                 report = run(old_python=old_side.python_for(pinned[0]))
             elif failure is not None and not (old_jax or old_python):
                 failure.message += old_side.removed_api_hint(failure.message, pinned, report.old.jax_version)
+            if old_ref is not None:  # not the temporary copy's path: what it is
+                report.old.program = f"{new} at {old_ref}"
     except VerifyUsageError as exc:
         raise click.UsageError(str(exc)) from exc
     except ImportError as exc:  # numpy missing in this interpreter: the runtime extra
