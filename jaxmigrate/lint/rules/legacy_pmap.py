@@ -117,7 +117,7 @@ class LegacyPmap(LegacyNameRule):
 
     def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
         exact = None
-        if any(app.reason is None for app in self._applications(node, ctx)):
+        if any(app.exact_reason is None for app in self._applications(node, ctx)):
             exact = Fix(
                 Safety.UNSAFE,
                 "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a module-level mesh",
@@ -133,7 +133,7 @@ class LegacyPmap(LegacyNameRule):
     def report(self, node, symbol, shown, ctx, ambiguous=False) -> None:
         message = describe(symbol, shown, ctx, ambiguous)
         apps = self._applications(node, ctx)
-        kept = sorted({app.reason for app in apps if app.reason})
+        kept = sorted({app.exact_reason for app in apps if app.exact_reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
         view = _global_view(ctx) if apps else None
