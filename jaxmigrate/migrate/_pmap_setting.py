@@ -27,6 +27,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from jaxmigrate.migrate._global_calls import _head_and_tail
+from jaxmigrate.core.flow import ancestors
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
 _APP_RUN = frozenset({"absl.app.run"})
+_TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 
 
 def setting_reason(planner: Planner, app: Application, apps: list[Application]) -> str | None:
@@ -168,11 +171,11 @@ class _DeviceAxis:
     def sized(self, node: ast.expr, seen: set[int]) -> bool:
         """``node`` has the device count as its leading axis."""
         if isinstance(node, ast.Name):
-            bindings = self.names.bindings(node)
-            if id(node) in seen or not bindings:
+            if id(node) in seen:
                 return False
             seen.add(id(node))
-            return all(self._binding_sized(binding, seen) for binding in bindings)
+            reaching = self._reaching(node)
+            return bool(reaching) and all(self._binding_sized(binding, seen) for binding in reaching)
         if not isinstance(node, ast.Call):
             return False
         if self._is_step_call(node):
@@ -184,12 +187,59 @@ class _DeviceAxis:
             return self._all_devices(node.args[1])
         if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords:
             return self.device_count(node.args[1])
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and node.args:
-            shape = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=list(node.args), ctx=ast.Load())
-            head = _head_and_tail(shape)
-            first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
-            return bool(first) and self.device_count(first[0])
-        return False
+        if qualified == "jax.device_put" and node.args:  # placed as it is: the axis stays
+            return self.sized(node.args[0], seen)
+        if qualified in _TREE_MAPS and len(node.args) == 2 and isinstance(node.args[0], ast.Lambda):
+            return self._leading(node.args[0].body)
+        return self._leading(node)
+
+    def _leading(self, node: ast.expr) -> bool:
+        """A reshape or broadcast whose new shape starts with the device count (as the tool's own
+        replicate rewrite writes it: ``np.broadcast_to(x, (jax.local_device_count(), *np.shape(x)))``)."""
+        if not isinstance(node, ast.Call) or not node.args:
+            return False
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
+            args = node.args
+        elif self.names.qualified_name(node.func) in _BROADCASTS and len(node.args) == 2:
+            args = node.args[1:]
+        else:
+            return False
+        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
+        head = _head_and_tail(shape)
+        first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
+        return bool(first) and self.device_count(first[0])
+
+    def _reaching(self, use: ast.Name) -> list:
+        """The bindings of ``use``'s name that can reach it: the last assignment before it on its
+        path, and those later in a loop around both (``w = step(w, x)``); none when a binding is
+        not an assignment of the driver or the last one sits in a branch the use is not on."""
+        statements = {}
+        for binding in self.names.bindings(use):
+            statement = self._statement_of(binding)
+            if statement is None or not self._in_driver(statement):
+                return []
+            statements[id(statement)] = (statement, binding)
+        start = self.module.span(use)[0]
+        before = [item for item in statements.values() if self.module.span(item[0])[1] <= start]
+        if not before:
+            return []
+        last, binding = max(before, key=lambda item: self.module.span(item[0])[0])
+        around = ancestors(self.module, use)
+        if not any(self.module.parent_of(last) is n for n in around):
+            return []
+        loops = [n for n in around if isinstance(n, _LOOPS)]
+        later = [b for statement, b in statements.values() if self.module.span(statement)[0] > start
+                 and any(loop in ancestors(self.module, statement) for loop in loops)]
+        return [binding, *later]
+
+    def _statement_of(self, binding) -> ast.stmt | None:
+        if isinstance(binding, ValueBinding):
+            statement = self.module.parent_of(binding.value)
+            return statement if isinstance(statement, ast.Assign) else None
+        target = getattr(binding, "node", None)
+        unpacked = self.module.parent_of(target) if isinstance(target, ast.Name) else None
+        statement = self.module.parent_of(unpacked) if isinstance(unpacked, (ast.Tuple, ast.List)) else None
+        return statement if isinstance(statement, ast.Assign) and unpacked in statement.targets else None
 
     def _binding_sized(self, binding, seen: set[int]) -> bool:
         if isinstance(binding, ValueBinding):
