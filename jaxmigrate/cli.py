@@ -120,9 +120,14 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--stdin-filename", metavar="NAME", help="Read the source from stdin, named NAME.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to explicitly passed files too.")
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings (or the diff) only: no summary line.")
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Report only findings this baseline (see --write-baseline) does not hold.")
+@click.option("--write-baseline", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Write today's findings to FILE as a baseline, and exit 0.")
+@click.option("--add-noqa", is_flag=True, help="Add a `# noqa: CODE` to each line with findings, and exit 0.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
-          force_exclude, from_jax, line_length, quiet) -> None:
+          force_exclude, from_jax, line_length, quiet, baseline, write_baseline, add_noqa) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -135,6 +140,7 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 use_cache=not no_cache, jobs=jobs, target_jax=target_jax,
                 config_file=config_file, stdin_filename=stdin_filename,
                 force_exclude=force_exclude, from_jax=from_jax, line_length=line_length, quiet=quiet,
+                baseline=baseline, write_baseline=write_baseline, add_noqa=add_noqa,
             )
         )
     except BrokenPipeError:
