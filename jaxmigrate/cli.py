@@ -173,3 +173,32 @@ def explain(code: str) -> None:
     if not docs.render_explanation(code, sys.stdout):
         click.echo(f"jaxmigrate: error: unknown rule {code!r} (see `jaxmigrate rules`)", err=True)
         sys.exit(EXIT_ERROR)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["html", "markdown", "json"]), default="html",
+              show_default=True)
+@click.option("--output-file", "-o", metavar="FILE",
+              help="Where to write it ('-': stdout) [default: jaxmigrate-report.html|.md|.json]."
+                   " A later report in the same folder shows the progress since this one.")
+@click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma-separated).")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip (comma-separated).")
+@click.option("--target-jax", metavar="X.Y", help="The JAX version to migrate to [default: 0.10].")
+@click.option("--from-jax", metavar="X.Y", help="The JAX version the code was written for.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A pyproject.toml (or TOML file) to read settings from.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes [default: cores].")
+def report(paths, output_format, output_file, select, ignore, target_jax, from_jax, config_file, jobs) -> None:
+    """Write the state of the migration of PATHS: what is fixed, fixable and left, and why."""
+    from jaxmigrate import report as report_module
+
+    try:
+        code = report_module.run(report_module.ReportOptions(
+            paths=list(paths), output_format=output_format, output_file=output_file, select=_codes(select),
+            ignore=_codes(ignore), config_file=config_file, target_jax=target_jax, from_jax=from_jax, jobs=jobs,
+        ))
+    except report_module.ReportError as error:
+        click.echo(f"jaxmigrate: error: {error}", err=True)
+        code = EXIT_ERROR
+    sys.exit(code)
