@@ -3,14 +3,17 @@
 
 An entry is a rule code, a file and the code the finding flags (its lines, stripped), with a
 count: not a line number, so an edit above a baselined finding does not bring it back, and two
-identical findings in one file need two entries' worth of count. An entry that no finding matches
-any more is *stale* (its code was fixed, or changed): the run says so, and the next
-``--write-baseline`` drops it. Paths are stored relative to the baseline file's folder, so the
+identical findings in one file need two entries' worth of count. A finding whose line changed
+a little (``--fix`` rewrote another finding on it) still matches the entry of its rule and file
+it is most like (``unpaired``). An entry that no finding matches
+any more is *stale* (its code was fixed): the run says so, and the next ``--write-baseline``
+drops it. Paths are stored relative to the baseline file's folder, so the
 baseline means the same from whichever folder jaxmigrate runs.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections import Counter
@@ -106,17 +109,42 @@ class Filtered:
 
 def apply(findings: list[Finding], entries: Counter[Entry], anchor: Path, sources: SourceLines) -> Filtered:
     """The findings the baseline does not hold. Each entry matches up to ``count`` findings, the
-    first ones in report order."""
-    left = Counter(entries)
+    first ones in report order; then what is left on both sides is paired as ``unpaired`` says."""
+    keys = [entry_of(finding, anchor, sources) for finding in findings]
+    unmatched, stale = unpaired(Counter(keys), entries)
     new = []
-    for finding in findings:
-        entry = entry_of(finding, anchor, sources)
-        if left[entry] > 0:
-            left[entry] -= 1
-        else:
+    for finding, key in reversed(list(zip(findings, keys))):  # the last copies of a key are the new ones
+        if unmatched[key] > 0:
+            unmatched[key] -= 1
             new.append(finding)
-    stale = +left  # drops the entries used up
+    new.reverse()
     return Filtered(new, len(findings) - len(new), stale)
+
+
+def unpaired(now: Counter[Entry], before: Counter[Entry]) -> tuple[Counter[Entry], Counter[Entry]]:
+    """(entries of ``now`` not in ``before``, entries of ``before`` not in ``now``). Entries of
+    the same code are paired first; then, of the rest, those of one rule and file whose code is
+    still mostly the same (``SIMILAR``): a line that changed for another reason (``--fix``
+    rewrote another finding on it) does not turn its finding into a new and a stale one, while
+    new code in a file where another finding was fixed is still new."""
+    added, gone = now - before, before - now
+    pairs = []
+    for new in added:
+        for old in gone:
+            if (new.code, new.path) == (old.code, old.path):
+                ratio = difflib.SequenceMatcher(None, new.source, old.source).ratio()
+                if ratio >= SIMILAR:
+                    pairs.append((-ratio, new, old))
+    for _, new, old in sorted(pairs):  # the most similar first
+        times = min(added[new], gone[old])
+        added[new] -= times
+        gone[old] -= times
+    return +added, +gone
+
+
+# How much of a flagged line must be the same for it to be the finding it was (difflib's ratio):
+# `jax.tree_map(lambda x: x[0], p)` and `jax.tree.map(lambda x: x[0], p)` are 0.98 alike.
+SIMILAR = 0.8
 
 
 def stale_summary(stale: Counter[Entry], baseline: Path, shown: int = 5) -> str:

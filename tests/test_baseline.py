@@ -111,3 +111,31 @@ def test_a_broken_baseline_is_a_usage_error(legacy, content, message):
 def test_write_baseline_cannot_be_combined_with_fix(legacy):
     result = jaxmigrate("src", "--fix", "--write-baseline", "base.json")
     assert result.exit_code == 2 and "cannot be used with --fix" in result.stderr
+
+
+def test_a_line_changed_by_fixing_another_finding_on_it_keeps_its_entry(legacy):
+    """`--fix` of JM601 rewrites a line JM505 also flags: JM505 is the same finding, not new + stale."""
+    (legacy / "src" / "m.py").write_text("import jax\n\nout = jax.pmap(f)(x)\nfirst = jax.tree_map(lambda a: a[0], out)\n")
+    jaxmigrate("src", "--write-baseline", "base.json")
+    assert jaxmigrate("src", "--fix", "--baseline", "base.json").exit_code == 0
+    assert "jax.tree.map(lambda a: a[0], out)" in (legacy / "src" / "m.py").read_text()
+    result = jaxmigrate("src", "--baseline", "base.json", "--output-format", "json")
+    assert (result.exit_code, reported(result)) == (0, [])
+    assert result.stderr.splitlines()[:2] == [
+        "jaxmigrate: 1 baseline entry in base.json matched no finding (fixed, or the code changed);"
+        " run with --write-baseline base.json to drop it",
+        "  JM601 src/m.py: first = jax.tree_map(lambda a: a[0], out)",
+    ]
+    # One more finding of the rule in the file than the baseline holds: reported.
+    (legacy / "src" / "m.py").write_text((legacy / "src" / "m.py").read_text() + "again = jax.tree.map(lambda a: a[0], out)\n")
+    assert [code for code, _ in reported(jaxmigrate("src", "--baseline", "base.json", "--output-format", "json"))] == ["JM505"]
+
+
+def test_new_code_in_a_file_where_a_finding_was_fixed_is_still_new(legacy):
+    jaxmigrate("src", "--write-baseline", "base.json")
+    fixed_one_added_one = LEGACY.replace("a = jax.tree_map(f, t)", "a = jax.tree.map(f, t)") \
+        + "print(jax.tree_map(jnp.shape, params))\n"
+    (legacy / "src" / "m.py").write_text(fixed_one_added_one)
+    result = jaxmigrate("src", "--baseline", "base.json", "--output-format", "json")
+    assert reported(result) == [("JM601", 6)]
+    assert "  JM601 src/m.py: a = jax.tree_map(f, t)" in result.stderr

@@ -3,7 +3,8 @@ report (``.jaxmigrate-report.json``) holds what that report found, as baseline e
 file, flagged code, count), so that lines moving do not count as progress.
 
 A finding of the last report that is gone from this one is *fixed*; one that is new is *new*
-(code that changed counts as both). Only files under the paths this report covers are compared:
+(matched as a baseline matches: by code, then a changed line by its rule, file and likeness,
+``baseline.unpaired``). Only files under the paths this report covers are compared:
 a report of ``src/`` does not count the findings of ``tests/`` as fixed.
 """
 
@@ -13,7 +14,7 @@ import json
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
-from jaxmigrate.baseline import BaselineError, Entry, parse, relative_to
+from jaxmigrate.baseline import BaselineError, Entry, parse, relative_to, unpaired
 from jaxmigrate.files import write_atomic
 from jaxmigrate.report.model import MigrationReport, Progress
 
@@ -35,8 +36,8 @@ def compare(report: MigrationReport, folder: Path, covered: list[Path]) -> Progr
         return None
     roots = [relative_to(str(path), folder) for path in covered]
     previous = Counter({e: n for e, n in previous.items() if any(_under(e.path, root) for root in roots)})
-    now = current_entries(report)
-    return Progress(generated, previous - now, now - previous, totals)
+    new, fixed = unpaired(current_entries(report), previous)
+    return Progress(generated, fixed, new, totals)
 
 
 def save(report: MigrationReport, folder: Path) -> None:
