@@ -29,6 +29,15 @@ class SourceLines:
         # Lines counted as the findings count them (SourceText), not as str.splitlines does.
         return source.line(line) if source.text and 1 <= line <= len(source.line_starts) else None
 
+    def cell_of(self, path: str, line: int) -> tuple[int | None, int]:
+        """(cell, line in it) of a line of a notebook's joined cells, as ``Notebook.locate``
+        counts them; (None, line) for any other file."""
+        _, notebook = self._read(path)
+        if notebook is None or not notebook.cell_start_lines:
+            return None, line
+        index = max((i for i, start in enumerate(notebook.cell_start_lines) if start <= line), default=0)
+        return notebook.code_cells[index] + 1, line - notebook.cell_start_lines[index] + 1
+
     def flagged(self, finding: Finding) -> str:
         """The lines a finding spans, each stripped of indentation and trailing blanks: what stays
         the same when code above it moves, or it is re-indented. Empty when the file cannot be read."""

@@ -158,3 +158,17 @@ def test_markdown_escapes_markup_and_table_cells(legacy):
     assert "<img" not in result.stdout
     assert "&lt;img src=x onerror=alert(1)&gt;.py:3:5" in result.stdout
     assert "| 0 | 1 | 2 | 3 | 1 |" in result.stdout  # the totals row
+
+
+def test_in_a_notebook_the_blocking_line_is_named_by_its_cell(project):
+    cells = [["import jax\n"], ["x = jax.tree_map(f, t)  # noqa: JM601\n", "step = jax.pmap(f, devices=d)\n"]]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                           "source": source} for source in cells],
+                "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    (project / "n.ipynb").write_text(json.dumps(notebook))
+    data = report_data(".")
+    [step] = data["pmap_steps"]
+    assert (step["cell"], step["line"], step["route"]) == (2, 2, "kept")
+    assert [(b["cell"], b["line"], b["code"]) for b in step["blockers"]] == [(2, 2, "step = jax.pmap(f, devices=d)")]
+    assert [(f["code"], f["cell"], f["line"], f["state"]) for f in data["findings"]] == [
+        ("JM601", 2, 1, "suppressed"), ("JM101", 2, 2, "left")]

@@ -174,7 +174,7 @@ def _pmap_steps(report: MigrationReport, out: TextIO, report_folder: Path, sourc
     for step in steps:
         blocks = "".join(
             f'<div><span class="muted">{e(block.blocker.scope)}:</span> '
-            + (f"line {block.blocker.line}" if block.blocker.line else "")
+            + e(block.where)
             + (f" <code>{e(block.source)}</code>" if block.source else "")
             + f"<br>{code_spans(block.blocker.reason)}</div>"
             for block in step.blocks

@@ -21,7 +21,7 @@ def as_data(report: MigrationReport, sources: SourceLines) -> dict:
         "pmap_steps": [
             {"path": step.item.path, "line": step.item.finding.line, "column": step.item.finding.column,
              "cell": step.item.finding.cell, "code": step.item.source, "route": step.route,
-             "blockers": [{"scope": b.blocker.scope, "reason": b.blocker.reason, "line": b.blocker.line,
+             "blockers": [{"scope": b.blocker.scope, "reason": b.blocker.reason, "line": b.line, "cell": b.cell,
                            "code": b.source} for b in step.blocks]}
             for step in report.pmap_steps(sources)
         ],

@@ -44,9 +44,10 @@ def render(report: MigrationReport, out: TextIO, *, sources: SourceLines, **_) -
     for step in steps:
         finding = step.item.finding
         blocks = "; ".join(
-            f"{b.blocker.scope}: " + (f"line {b.blocker.line} " if b.blocker.line else "")
+            f"{b.blocker.scope}: " + (f"{b.where} " if b.where else "")
             + (f"({b.source}) " if b.source else "") + b.blocker.reason for b in step.blocks) or "nothing"
-        out.write(f"| {m(step.item.path)}:{finding.line} | {step.route} | {m(blocks)} |\n")
+        cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+        out.write(f"| {m(step.item.path)}:{cell}{finding.line} | {step.route} | {m(blocks)} |\n")
     out.write(f"\n## Why fixes are kept\n\n| count | scope | reason |\n|---:|---|---|\n")
     for group in report.reasons():
         out.write(f"| {len(group.items)} | {m(group.scope)} | {m(group.reason)} |\n")

@@ -55,6 +55,14 @@ class Block:
 
     blocker: Blocker
     source: str | None
+    cell: int | None = None  # in a notebook, the cell of the line
+    line: int | None = None  # the line (in its cell, in a notebook)
+
+    @property
+    def where(self) -> str:
+        if self.line is None:
+            return ""
+        return f"cell {self.cell}, line {self.line}" if self.cell is not None else f"line {self.line}"
 
 
 @dataclass
@@ -123,7 +131,7 @@ class MigrationReport:
             finding = item.finding
             if finding.code != PMAP or item.category == "suppressed":
                 continue
-            blocks = [Block(b, _line_at(sources, finding, b)) for b in finding.blockers]
+            blocks = [_block(sources, finding, b) for b in finding.blockers]
             steps.append(PmapStep(item, pmap_route(finding), blocks))
         return steps
 
@@ -193,9 +201,10 @@ def _row(counts: Counter) -> dict[str, int]:
     return {category: counts[category] for category in CATEGORIES}
 
 
-def _line_at(sources: SourceLines, finding: Finding, blocker: Blocker) -> str | None:
-    # A notebook's blocker lines count in its joined cells: no cell to show them in.
-    if blocker.line is None or finding.cell is not None:
-        return None
+def _block(sources: SourceLines, finding: Finding, blocker: Blocker) -> Block:
+    if blocker.line is None:
+        return Block(blocker, None)
+    # Rules count lines in a notebook's joined cells; the report shows the cell and its line.
     text = sources.line(finding.path, blocker.line)
-    return text.strip() if text is not None else None
+    cell, line = sources.cell_of(finding.path, blocker.line) if finding.cell is not None else (None, blocker.line)
+    return Block(blocker, text.strip() if text is not None else None, cell, line)
