@@ -189,7 +189,10 @@ def explain(code: str) -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
               help="A pyproject.toml (or TOML file) to read settings from.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes [default: cores].")
-def report(paths, output_format, output_file, select, ignore, target_jax, from_jax, config_file, jobs) -> None:
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Mark the findings this baseline holds, and list its stale entries.")
+def report(paths, output_format, output_file, select, ignore, target_jax, from_jax, config_file, jobs,
+           baseline) -> None:
     """Write the state of the migration of PATHS: what is fixed, fixable and left, and why."""
     from jaxmigrate import report as report_module
 
@@ -197,6 +200,7 @@ def report(paths, output_format, output_file, select, ignore, target_jax, from_j
         code = report_module.run(report_module.ReportOptions(
             paths=list(paths), output_format=output_format, output_file=output_file, select=_codes(select),
             ignore=_codes(ignore), config_file=config_file, target_jax=target_jax, from_jax=from_jax, jobs=jobs,
+            baseline=baseline,
         ))
     except report_module.ReportError as error:
         click.echo(f"jaxmigrate: error: {error}", err=True)

@@ -172,3 +172,17 @@ def test_in_a_notebook_the_blocking_line_is_named_by_its_cell(project):
     assert [(b["cell"], b["line"], b["code"]) for b in step["blockers"]] == [(2, 2, "step = jax.pmap(f, devices=d)")]
     assert [(f["code"], f["cell"], f["line"], f["state"]) for f in data["findings"]] == [
         ("JM601", 2, 1, "suppressed"), ("JM101", 2, 2, "left")]
+
+
+def test_with_a_baseline_the_report_marks_what_it_holds_and_lists_stale_entries(legacy):
+    assert jaxmigrate("data", "--write-baseline", "base.json").exit_code == 0
+    (legacy / "data" / "kept.py").write_text("import jax\n\nstep = jax.jit(f)\n")
+    data = report_data(".", "--baseline", "base.json")
+    assert data["baseline"]["file"] == "base.json"
+    assert data["baseline"]["held"] == 2  # the two JM504 of data/shard.py
+    assert data["baseline"]["stale"] == [{"code": "JM101", "path": "data/kept.py",
+                                          "source": "step = jax.pmap(f, devices=jax.devices()[:2])", "count": 1}]
+    assert sorted((f["path"], f["line"]) for f in data["findings"] if f["baselined"]) == [
+        ("data/shard.py", 5), ("data/shard.py", 9)]
+    page = jaxmigrate("report", ".", "--baseline", "base.json", "-o", "-").stdout
+    assert "holds 2 of these findings; 1 of its entries match no finding" in page

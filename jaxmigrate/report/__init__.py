@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from importlib import import_module
 from pathlib import Path
 
-from jaxmigrate import engine
+from jaxmigrate import baseline, engine
 from jaxmigrate.config import ConfigError, load_settings
 from jaxmigrate.files import write_atomic
 from jaxmigrate.report import model, progress
@@ -39,6 +39,7 @@ class ReportOptions:
     target_jax: str | None = None
     from_jax: str | None = None
     jobs: int | None = None
+    baseline: Path | None = None  # mark the findings it holds, and list its stale entries
 
 
 def run(options: ReportOptions, stdout=None, stderr=None) -> int:
@@ -64,6 +65,8 @@ def run(options: ReportOptions, stdout=None, stderr=None) -> int:
     )
     if target is not None:
         report.progress = progress.compare(report, folder, paths)
+    if options.baseline is not None:
+        report.baseline = _baseline_state(options.baseline, result.findings, sources)
 
     text = io.StringIO()
     renderer = import_module(f"jaxmigrate.report.{FORMATS[options.output_format]}").render
@@ -80,6 +83,16 @@ def run(options: ReportOptions, stdout=None, stderr=None) -> int:
         raise ReportError(f"cannot write {target}: {error.strerror or error}") from None
     stderr.write(_summary(report, target))
     return 0
+
+
+def _baseline_state(file: Path, findings, sources: SourceLines) -> model.BaselineState:
+    try:
+        entries = baseline.read(file)
+    except baseline.BaselineError as error:
+        raise ReportError(str(error)) from None
+    filtered = baseline.apply(findings, entries, file.parent, sources)
+    new = set(map(id, filtered.new))
+    return model.BaselineState(file.as_posix(), {id(f) for f in findings if id(f) not in new}, filtered.stale)
 
 
 def _summary(report: model.MigrationReport, target: Path) -> str:

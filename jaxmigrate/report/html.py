@@ -77,6 +77,7 @@ def render(report: MigrationReport, out: TextIO, *, report_folder: Path, sources
         out.write(f'<div class="card {name}" id="total-{name}"><b>{totals[name]}</b> {e(LABELS[name])}</div>')
     out.write("</div>\n" + _bar(totals, big=True) + _legend() + "</section>\n")
     _progress(report, out)
+    _baseline(report, out)
     _table(out, "by-rule", "By rule", "rule", report.by_rule(), lambda code: _rule_cell(code))
     _table(out, "by-folder", "By folder", "folder", report.by_folder(), lambda folder: f"<code>{e(folder)}/</code>")
     _pmap_steps(report, out, report_folder, sources)
@@ -122,6 +123,24 @@ def _progress(report: MigrationReport, out: TextIO) -> None:
         for entry, count in sorted(progress.fixed.items()):
             out.write(f"<tr><td>{_rule_link(entry.code)}</td><td>{e(entry.path)}</td>"
                       f"<td><code>{e(entry.source)}</code></td><td class=\"n\">{count}</td></tr>")
+        out.write("</table></details>")
+    out.write("</section>\n")
+
+
+def _baseline(report: MigrationReport, out: TextIO) -> None:
+    state = report.baseline
+    if state is None:
+        return
+    held, stale = sum(map(report.baselined, report.items)), sum(state.stale.values())
+    out.write(f'<section id="baseline"><h2>Baseline</h2><p><code>{e(state.file)}</code> holds {held} of these'
+              f" findings; {stale} of its entries match no finding (stale: <code>--write-baseline"
+              f" {e(state.file)}</code> drops them).</p>")
+    if stale:
+        out.write(f"<details><summary>Stale entries ({stale})</summary><table><tr><th>rule</th><th>file</th>"
+                  '<th>code</th><th class="n">count</th></tr>')
+        for entry, count in sorted(state.stale.items()):
+            out.write(f"<tr><td>{_rule_link(entry.code)}</td><td>{e(entry.path)}</td>"
+                      f'<td><code>{e(entry.source)}</code></td><td class="n">{count}</td></tr>')
         out.write("</table></details>")
     out.write("</section>\n")
 
@@ -206,7 +225,8 @@ def _findings(report: MigrationReport, out: TextIO, report_folder: Path) -> None
     for item in report.items:
         out.write(f'<tr class="finding"><td>{_location(item, report_folder)}</td>'
                   f"<td>{_rule_link(item.finding.code)}</td>"
-                  f'<td><span class="badge {item.category}">{e(LABELS[item.category])}</span></td>'
+                  f'<td><span class="badge {item.category}">{e(LABELS[item.category])}</span>'
+                  + (' <span class="muted">baselined</span>' if report.baselined(item) else "") + "</td>"
                   f'<td><code>{e(item.source)}</code><div class="msg">{code_spans(item.finding.message)}</div></td></tr>\n')
     out.write("</table></section>\n")
 

@@ -27,7 +27,12 @@ def as_data(report: MigrationReport, sources: SourceLines) -> dict:
         ],
         "reasons": [
             {"scope": group.scope, "reason": group.reason, "count": len(group.items),
-             "findings": [{"path": i.path, "line": i.finding.line, "code": i.finding.code} for i in group.items]}
+             "baseline": None if report.baseline is None else {
+            "file": report.baseline.file,
+            "held": sum(map(report.baselined, report.items)),
+            "stale": [entry.to_dict(count) for entry, count in sorted(report.baseline.stale.items())],
+        },
+        "findings": [{"path": i.path, "line": i.finding.line, "code": i.finding.code} for i in group.items]}
             for group in report.reasons()
         ],
         "progress": None if progress is None else {
@@ -36,8 +41,14 @@ def as_data(report: MigrationReport, sources: SourceLines) -> dict:
             "fixed": [entry.to_dict(count) for entry, count in sorted(progress.fixed.items())],
             "new": [entry.to_dict(count) for entry, count in sorted(progress.new.items())],
         },
+        "baseline": None if report.baseline is None else {
+            "file": report.baseline.file,
+            "held": sum(map(report.baselined, report.items)),
+            "stale": [entry.to_dict(count) for entry, count in sorted(report.baseline.stale.items())],
+        },
         "findings": [
             {**item.finding.to_dict(), "path": item.path, "state": item.category, "source": item.source,
+             **({"baselined": report.baselined(item)} if report.baseline is not None else {}),
              "blockers": [{"scope": b.scope, "reason": b.reason, "line": b.line} for b in item.finding.blockers]}
             for item in report.items
         ],

@@ -31,6 +31,10 @@ def render(report: MigrationReport, out: TextIO, *, sources: SourceLines, **_) -
     if progress is not None:
         out.write(f"Since the last report ({m(progress.previous)}): **{sum(progress.fixed.values())} fixed**,"
                   f" {sum(progress.new.values())} new.\n\n")
+    if report.baseline is not None:
+        held = sum(map(report.baselined, report.items))
+        out.write(f"Baseline {m(report.baseline.file)}: holds {held} of these findings;"
+                  f" {sum(report.baseline.stale.values())} stale entries.\n\n")
     for title, what, rows in (("By rule", "rule", report.by_rule()), ("By folder", "folder", report.by_folder())):
         out.write(f"## {title}\n\n| {what} | " + " | ".join(LABELS[c] for c in CATEGORIES) + " |\n")
         out.write("|---|" + "---:|" * len(CATEGORIES) + "\n")

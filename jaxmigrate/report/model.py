@@ -88,6 +88,15 @@ class Progress:
 
 
 @dataclass
+class BaselineState:
+    """With ``report --baseline FILE``: which findings it holds, and its stale entries."""
+
+    file: str
+    held: set[int]  # id() of the findings the baseline holds
+    stale: Counter[Entry]
+
+
+@dataclass
 class MigrationReport:
     generated: str
     paths: list[str]
@@ -95,6 +104,10 @@ class MigrationReport:
     items: list[Item]
     anchor: Path  # the report's folder: the state's paths are relative to it
     progress: Progress | None = None
+    baseline: BaselineState | None = None
+
+    def baselined(self, item: Item) -> bool:
+        return self.baseline is not None and id(item.finding) in self.baseline.held
 
     @property
     def fixed(self) -> Counter[Entry]:
