@@ -108,7 +108,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
     if options.baseline is not None and mode is not engine.Mode.DIFF:
         # stdin's text is in memory only (and may not be the file of that name on disk).
         texts = {name: text for name in [options.stdin_filename or "-"] if use_stdin and (text := read_source(name))}
-        findings = _without_baselined(findings, options.baseline, texts, stderr)
+        findings = _without_baselined(findings, options.baseline, texts, stderr, options.quiet)
 
     report = Report(
         findings=findings,
@@ -138,24 +138,25 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
 
 
 def _check_adoption_options(options: CheckOptions) -> None:
-    adopting = "--add-noqa" if options.add_noqa else "--write-baseline" if options.write_baseline else None
-    if adopting and options.add_noqa and options.write_baseline:
+    if options.add_noqa and options.write_baseline:
         raise UsageError("--add-noqa and --write-baseline cannot be used together")
+    adopting = "--add-noqa" if options.add_noqa else "--write-baseline" if options.write_baseline else None
     if adopting and (options.fix or options.diff):
         raise UsageError(f"{adopting} cannot be used with --fix or --diff")
-    if adopting == "--add-noqa" and (options.stdin_filename is not None or [str(p) for p in options.paths] == ["-"]):
-        raise UsageError("--add-noqa edits files: it cannot read from stdin")
+    if adopting and (options.stdin_filename is not None or [str(p) for p in options.paths] == ["-"]):
+        raise UsageError(f"{adopting} records the findings of files: it cannot read from stdin")
 
 
 def _adopt(options: CheckOptions, findings, stderr) -> int:
     """--add-noqa or --write-baseline: record today's findings (exit 0, as ruff's --add-noqa)."""
+    say = (lambda text: None) if options.quiet else stderr.write
     if options.add_noqa:
         from jaxmigrate.add_noqa import add_noqa
 
         added = add_noqa(findings)
         for why in added.skipped:
-            stderr.write(f"jaxmigrate: no noqa added: {why}\n")
-        stderr.write(f"Added {added.directives} noqa directive{'s' * (added.directives != 1)}.\n")
+            say(f"jaxmigrate: no noqa added: {why}\n")
+        say(f"Added {added.directives} noqa directive{'s' * (added.directives != 1)}.\n")
         return EXIT_CLEAN
     from jaxmigrate import baseline
     from jaxmigrate.source_lines import SourceLines
@@ -165,12 +166,13 @@ def _adopt(options: CheckOptions, findings, stderr) -> int:
     except OSError as error:
         raise UsageError(f"cannot write the baseline {options.write_baseline}: {error.strerror or error}") from None
     total = sum(entries.values())
-    stderr.write(f"Wrote a baseline of {total} finding{'s' * (total != 1)} ({len(entries)}"
-                 f" entr{'ies' if len(entries) != 1 else 'y'}) to {options.write_baseline}.\n")
+    say(f"Wrote a baseline of {total} finding{'s' * (total != 1)} ({len(entries)}"
+        f" entr{'ies' if len(entries) != 1 else 'y'}) to {options.write_baseline}.\n")
     return EXIT_CLEAN
 
 
-def _without_baselined(findings, file: Path, texts: dict[str, str], stderr):
+def _without_baselined(findings, file: Path, texts: dict[str, str], stderr, quiet: bool):
+    """The findings ``file`` does not hold; its stale entries said on stderr (not with -q)."""
     from jaxmigrate import baseline
     from jaxmigrate.source_lines import SourceLines
 
@@ -179,7 +181,7 @@ def _without_baselined(findings, file: Path, texts: dict[str, str], stderr):
     except baseline.BaselineError as error:
         raise UsageError(str(error)) from None
     filtered = baseline.apply(findings, entries, file.parent, SourceLines(texts))
-    if filtered.stale:
+    if filtered.stale and not quiet:
         stderr.write(baseline.stale_summary(filtered.stale, file))
     return filtered.new
 

@@ -85,3 +85,11 @@ def test_add_noqa_cannot_be_combined_with_fix(project):
     (project / "m.py").write_text("import jax\nx = jax.tree_map(f, t)\n")
     result = jaxmigrate("m.py", "--add-noqa", "--fix")
     assert result.exit_code == 2 and "--add-noqa cannot be used with --fix" in result.stderr
+
+
+@pytest.mark.parametrize("option", [["--add-noqa"], ["--write-baseline", "base.json"]])
+def test_recording_findings_needs_files_not_stdin(project, option):
+    result = CliRunner().invoke(main, ["check", "--stdin-filename", "m.py", *option], input="import jax\n",
+                                catch_exceptions=False)
+    assert result.exit_code == 2 and "it cannot read from stdin" in result.stderr
+    assert not (project / "base.json").exists()

@@ -139,3 +139,10 @@ def test_new_code_in_a_file_where_a_finding_was_fixed_is_still_new(legacy):
     result = jaxmigrate("src", "--baseline", "base.json", "--output-format", "json")
     assert reported(result) == [("JM601", 6)]
     assert "  JM601 src/m.py: a = jax.tree_map(f, t)" in result.stderr
+
+
+def test_quiet_prints_the_findings_only(legacy):
+    assert jaxmigrate("src", "-q", "--write-baseline", "base.json").stderr == ""
+    (legacy / "src" / "m.py").write_text(LEGACY.replace("c = jax.tree_map(g, t)", "c = jax.tree.map(g, t)"))
+    result = jaxmigrate("src", "-q", "--baseline", "base.json")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
