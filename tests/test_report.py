@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from jaxmigrate.cli import main
 from jaxmigrate.lint.findings import Blocker
-from tests.report_project import XSS_CODE, XSS_FILE, make
+from report_project import XSS_CODE, XSS_FILE, make
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "legacy"
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from jaxmigrate.cli import main
-from tests.report_project import XSS_CODE, XSS_FILE, make
+from report_project import XSS_CODE, XSS_FILE, make
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser", "google-chrome")
                  if (found := shutil.which(name))), None)
