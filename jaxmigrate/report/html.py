@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from jaxmigrate import __version__
 from jaxmigrate.lint import registry
+from jaxmigrate.lint.output.summary import plural
 from jaxmigrate.lint.output.docs import explanation_markdown
 from jaxmigrate.report.model import CATEGORIES, LABELS, Item, MigrationReport
 from jaxmigrate.source_lines import SourceLines
@@ -70,7 +71,7 @@ def render(report: MigrationReport, out: TextIO, *, report_folder: Path, sources
     out.write('<meta name="viewport" content="width=device-width, initial-scale=1">\n')
     out.write(f"<title>jaxmigrate report: {e(', '.join(report.paths))}</title>\n<style>{STYLE}</style></head><body>\n")
     out.write(f"<h1>JAX migration report: {e(', '.join(report.paths))}</h1>\n")
-    out.write(f'<div class="meta">{report.files_checked} files checked on {e(report.generated)}'
+    out.write(f'<div class="meta">{plural(report.files_checked, "file")} checked on {e(report.generated)}'
               f" by jaxmigrate {e(__version__)}</div>\n")
     out.write('<section id="totals"><div class="cards">')
     for name in CATEGORIES:

@@ -8,6 +8,7 @@ import html
 from typing import TextIO
 
 from jaxmigrate.lint import registry
+from jaxmigrate.lint.output.summary import plural
 from jaxmigrate.report.model import CATEGORIES, LABELS, MigrationReport
 from jaxmigrate.source_lines import SourceLines
 
@@ -24,7 +25,7 @@ def m(value) -> str:
 def render(report: MigrationReport, out: TextIO, *, sources: SourceLines, **_) -> None:
     totals = report.totals()
     out.write(f"# JAX migration report: {m(', '.join(report.paths))}\n\n")
-    out.write(f"{report.files_checked} files checked on {m(report.generated)}.\n\n")
+    out.write(f"{plural(report.files_checked, 'file')} checked on {m(report.generated)}.\n\n")
     out.write("| " + " | ".join(LABELS[c] for c in CATEGORIES) + " |\n|" + "---:|" * len(CATEGORIES) + "\n")
     out.write("| " + " | ".join(str(totals[c]) for c in CATEGORIES) + " |\n\n")
     progress = report.progress
