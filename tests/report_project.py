@@ -9,15 +9,18 @@ XSS_FILE = "<img src=x onerror=alert(1)>.py"
 XSS_CODE = "<img src=x onerror=document.title='pwned'>"
 
 FILES = {
-    # JM101 kept the exact rewrite; the global view is blocked at line 13, whose code is markup.
+    # JM101 keeps the exact rewrite (a step built once, in the driver, over replicated values);
+    # the global view is blocked at line 10, whose code (quoted in the message) is markup.
     "steps.py": (
-        "import functools\n\nimport jax\n\n\n"
-        '@functools.partial(jax.pmap, axis_name="batch")\n'
+        "import jax\n\n\n"
         "def train_step(params, batch):\n"
         '    return jax.lax.pmean(params * batch, "batch")\n\n\n'
-        "def main(params):\n"
-        "    params = jax.device_put_replicated(params, jax.local_devices())\n"
-        f'    return train_step(params, load("{XSS_CODE}"))\n'
+        "def main(batch):\n"
+        '    step = jax.pmap(train_step, axis_name="batch")\n'
+        f'    return step(jax.device_put_replicated(load("{XSS_CODE}"), jax.devices()),\n'
+        "                jax.device_put_replicated(batch, jax.devices()))\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    main(2.0)\n"
     ),
     # One safe fix, one finding suppressed.
     XSS_FILE: "import jax\n\na = jax.tree_map(f, t)\nb = jax.tree_map(g, t)  # noqa: JM601\n",

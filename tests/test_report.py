@@ -36,40 +36,39 @@ def legacy(project) -> Path:
 
 def test_totals_by_rule_and_by_folder(legacy):
     data = report_data(".")
-    assert data["totals"] == {"fixed": 0, "safe": 1, "unsafe": 2, "left": 3, "suppressed": 1}
+    assert data["totals"] == {"fixed": 0, "safe": 1, "unsafe": 3, "left": 3, "suppressed": 1}
     zero = dict.fromkeys(data["totals"], 0)
     assert data["by_rule"] == {
         "JM101": {**zero, "unsafe": 1, "left": 1},
-        "JM302": {**zero, "unsafe": 1},
+        "JM302": {**zero, "unsafe": 2},
         "JM504": {**zero, "left": 2},
         "JM601": {**zero, "safe": 1, "suppressed": 1},
     }
-    assert data["by_folder"] == {".": {**zero, "safe": 1, "unsafe": 2, "suppressed": 1}, "data": {**zero, "left": 3}}
+    assert data["by_folder"] == {".": {**zero, "safe": 1, "unsafe": 3, "suppressed": 1}, "data": {**zero, "left": 3}}
 
 
 def test_every_pmap_step_has_its_route_and_the_line_that_blocks_it(legacy):
     steps = {step["path"]: step for step in report_data(".")["pmap_steps"]}
     assert steps["steps.py"]["route"] == "exact"
     [blocker] = steps["steps.py"]["blockers"]
-    assert (blocker["scope"], blocker["line"]) == ("global view", 13)
-    assert blocker["code"] == f'return train_step(params, load("{XSS_CODE}"))'
-    assert blocker["reason"].startswith("argument 2 of `train_step`")
+    assert (blocker["scope"], blocker["line"]) == ("global view", 10)
+    assert blocker["code"] == f'return step(jax.device_put_replicated(load("{XSS_CODE}"), jax.devices()),'
+    assert blocker["reason"].startswith("argument 1 of `step` (`jax.device_put_replicated(load(\"<img src=x")
     assert steps["data/kept.py"]["route"] == "kept"
     assert [(b["scope"], b["line"]) for b in steps["data/kept.py"]["blockers"]] == [("rewrite", 3)]
     assert "`devices=`" in steps["data/kept.py"]["blockers"][0]["reason"]
 
 
-def test_the_examples_take_all_three_routes(project):
+def test_a_module_the_global_view_can_take_takes_it(project):
     routes = {Path(step["path"]).name: step["route"] for step in report_data(str(EXAMPLES))["pmap_steps"]}
-    assert routes == {"flax_style_replicate.py": "exact", "mlp_data_parallel.py": "global view",
-                      "train_data_parallel.py": "exact"}
+    assert routes["mlp_data_parallel.py"] == "global view"
 
 
 def test_reasons_are_grouped_with_counts(legacy):
-    reasons = [(r["count"], r["scope"], r["reason"].split(":")[0]) for r in report_data(".")["reasons"]]
-    assert reasons[0] == (2, "no fix", "JM504 device-count-reshape has no automatic fix")
-    assert sorted(reasons[1:]) == [(1, "global view", "argument 2 of `train_step` (`load(\"<img src=x onerror=document.title='pwned'>\")`) is not made by a replicate, shard or device-count reshape this fix recognises (nor by the step itself)"),  # noqa: E501
-                                   (1, "rewrite", "`devices=` picks a device subset the module-level mesh of all devices would not reproduce")]  # noqa: E501
+    reasons = [(r["count"], r["scope"], r["reason"]) for r in report_data(".")["reasons"]]
+    assert reasons[0][:2] == (2, "no fix") and reasons[0][2].startswith("JM504 device-count-reshape has no automatic fix")
+    assert sorted((count, scope, reason[:30]) for count, scope, reason in reasons[1:]) == [
+        (1, "global view", "argument 1 of `step` (`jax.dev"), (1, "rewrite", "`devices=` picks a device subs")]
 
 
 def test_blockers_are_the_findings_own_data_not_parsed_from_the_message(legacy):
@@ -157,7 +156,7 @@ def test_markdown_escapes_markup_and_table_cells(legacy):
     result = jaxmigrate("report", ".", "--format", "markdown", "-o", "-")
     assert "<img" not in result.stdout
     assert "&lt;img src=x onerror=alert(1)&gt;.py:3:5" in result.stdout
-    assert "| 0 | 1 | 2 | 3 | 1 |" in result.stdout  # the totals row
+    assert "| 0 | 1 | 3 | 3 | 1 |" in result.stdout  # the totals row
 
 
 def test_in_a_notebook_the_blocking_line_is_named_by_its_cell(project):
