@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxmigrate.core.source import SourceText
-from jaxmigrate.files import NOTEBOOK_SUFFIX, FileChanged, SourceError, decode, encode, fingerprint, write_atomic
+from jaxmigrate.files import (
+    NOTEBOOK_SUFFIX,
+    FileChanged,
+    SourceError,
+    decode,
+    encode,
+    fingerprint,
+    write_atomic,
+)
+# The checker's own grammar of a directive: what is added here is what it reads.
 from jaxmigrate.lint.checker import _CODE, _NOQA
 from jaxmigrate.lint.findings import Finding
 
@@ -104,7 +113,7 @@ def _with_codes(content: str, comment: tuple[int, str] | None, codes: set[str]) 
         match = _NOQA.search(text)
         if match is not None:
             if not match.group("codes"):
-                return content  # a blanket `# noqa` suppresses every code already
+                return content  # a blanket directive (no codes) suppresses every code already
             merged = sorted({c.upper() for c in _CODE.findall(match.group("codes"))} | codes)
             directive = f"# noqa: {', '.join(merged)}"
             return content[:column] + text[: match.start()] + directive + text[match.end():]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from report_project import XSS_CODE, XSS_FILE, make
 
 from jaxmigrate.cli import main
 from jaxmigrate.lint.findings import Blocker
-from report_project import XSS_CODE, XSS_FILE, make
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "legacy"
 

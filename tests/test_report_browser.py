@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from report_project import XSS_CODE, XSS_FILE, make
 
 from jaxmigrate.cli import main
-from report_project import XSS_CODE, XSS_FILE, make
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser", "google-chrome")
                  if (found := shutil.which(name))), None)

@@ -70,7 +70,7 @@ def run(options: ReportOptions, stdout=None, stderr=None) -> int:
 
     text = io.StringIO()
     renderer = import_module(f"jaxmigrate.report.{FORMATS[options.output_format]}").render
-    renderer(report, text, report_folder=folder, sources=sources)
+    renderer(report, text, sources=sources)
     if target is None:
         stdout.write(text.getvalue())
         return 0

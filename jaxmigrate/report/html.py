@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 from jaxmigrate import __version__
 from jaxmigrate.lint import registry
-from jaxmigrate.lint.output.summary import plural
 from jaxmigrate.lint.output.docs import explanation_markdown
+from jaxmigrate.lint.output.summary import plural
 from jaxmigrate.report.model import CATEGORIES, LABELS, Item, MigrationReport
 from jaxmigrate.source_lines import SourceLines
 
@@ -64,7 +64,7 @@ def e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def render(report: MigrationReport, out: TextIO, *, report_folder: Path, sources: SourceLines) -> None:
+def render(report: MigrationReport, out: TextIO, *, sources: SourceLines) -> None:
     totals = report.totals()
     out.write("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
     out.write(f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">\n')
@@ -81,9 +81,9 @@ def render(report: MigrationReport, out: TextIO, *, report_folder: Path, sources
     _baseline(report, out)
     _table(out, "by-rule", "By rule", "rule", report.by_rule(), lambda code: _rule_cell(code))
     _table(out, "by-folder", "By folder", "folder", report.by_folder(), lambda folder: f"<code>{e(folder)}/</code>")
-    _pmap_steps(report, out, report_folder, sources)
-    _reasons(report, out, report_folder)
-    _findings(report, out, report_folder)
+    _pmap_steps(report, out, sources)
+    _reasons(report, out)
+    _findings(report, out)
     _docs(report, out)
     out.write("</body></html>\n")
 
@@ -168,7 +168,7 @@ def _rule_link(code: str) -> str:
     return f'<a href="#rule-{e(code)}">{e(code)}</a>'
 
 
-def _location(item: Item, report_folder: Path) -> str:
+def _location(item: Item) -> str:
     """The finding's place, linking to the file (relative to the report) and, for an editor that
     takes such links, to its line."""
     finding = item.finding
@@ -180,7 +180,7 @@ def _location(item: Item, report_folder: Path) -> str:
             f'<a class="muted" href="{e(editor)}" title="open at this line in an editor">&#8599;</a>')
 
 
-def _pmap_steps(report: MigrationReport, out: TextIO, report_folder: Path, sources: SourceLines) -> None:
+def _pmap_steps(report: MigrationReport, out: TextIO, sources: SourceLines) -> None:
     steps = report.pmap_steps(sources)
     out.write(f'<section id="pmap"><h2>pmap steps ({len(steps)})</h2>')
     out.write("<p class=\"muted\">The path each <code>jax.pmap</code> takes with <code>--fix --unsafe-fixes</code>:"
@@ -200,12 +200,12 @@ def _pmap_steps(report: MigrationReport, out: TextIO, report_folder: Path, sourc
             for block in step.blocks
         ) or '<span class="muted">nothing</span>'
         route = step.route.replace(" ", "-")
-        out.write(f"<tr><td>{_location(step.item, report_folder)}</td><td><code>{e(step.item.source)}</code></td>"
+        out.write(f"<tr><td>{_location(step.item)}</td><td><code>{e(step.item.source)}</code></td>"
                   f'<td><span class="badge {route}">{e(step.route)}</span></td><td>{blocks}</td></tr>\n')
     out.write("</table></section>\n")
 
 
-def _reasons(report: MigrationReport, out: TextIO, report_folder: Path) -> None:
+def _reasons(report: MigrationReport, out: TextIO) -> None:
     groups = report.reasons()
     out.write(f'<section id="reasons"><h2>Why fixes are kept ({len(groups)} reasons)</h2>')
     if not groups:
@@ -214,17 +214,17 @@ def _reasons(report: MigrationReport, out: TextIO, report_folder: Path) -> None:
         out.write(f'<details class="reason"><summary><b class="count">{len(group.items)}</b> &times; '
                   f'<span class="muted">{e(group.scope)}:</span> {code_spans(group.reason)}</summary><ul>')
         for item in group.items:
-            out.write(f"<li>{_location(item, report_folder)} {_rule_link(item.finding.code)}"
+            out.write(f"<li>{_location(item)} {_rule_link(item.finding.code)}"
                       f" <code>{e(item.source)}</code></li>")
         out.write("</ul></details>\n")
     out.write("</section>\n")
 
 
-def _findings(report: MigrationReport, out: TextIO, report_folder: Path) -> None:
+def _findings(report: MigrationReport, out: TextIO) -> None:
     out.write(f'<section id="findings"><h2>Findings ({len(report.items)})</h2><table>'
               "<tr><th>where</th><th>rule</th><th>state</th><th>message</th></tr>\n")
     for item in report.items:
-        out.write(f'<tr class="finding"><td>{_location(item, report_folder)}</td>'
+        out.write(f'<tr class="finding"><td>{_location(item)}</td>'
                   f"<td>{_rule_link(item.finding.code)}</td>"
                   f'<td><span class="badge {item.category}">{e(LABELS[item.category])}</span>'
                   + (' <span class="muted">baselined</span>' if report.baselined(item) else "") + "</td>"

@@ -55,5 +55,5 @@ def as_data(report: MigrationReport, sources: SourceLines) -> dict:
     }
 
 
-def render(report: MigrationReport, out: TextIO, *, sources: SourceLines, **_) -> None:
+def render(report: MigrationReport, out: TextIO, *, sources: SourceLines) -> None:
     out.write(json.dumps(as_data(report, sources), indent=2) + "\n")

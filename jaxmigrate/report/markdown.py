@@ -22,7 +22,7 @@ def m(value) -> str:
     return text
 
 
-def render(report: MigrationReport, out: TextIO, *, sources: SourceLines, **_) -> None:
+def render(report: MigrationReport, out: TextIO, *, sources: SourceLines) -> None:
     totals = report.totals()
     out.write(f"# JAX migration report: {m(', '.join(report.paths))}\n\n")
     out.write(f"{plural(report.files_checked, 'file')} checked on {m(report.generated)}.\n\n")
@@ -53,7 +53,7 @@ def render(report: MigrationReport, out: TextIO, *, sources: SourceLines, **_) -
             + (f"({b.source}) " if b.source else "") + b.blocker.reason for b in step.blocks) or "nothing"
         cell = f"cell {finding.cell}:" if finding.cell is not None else ""
         out.write(f"| {m(step.item.path)}:{cell}{finding.line} | {step.route} | {m(blocks)} |\n")
-    out.write(f"\n## Why fixes are kept\n\n| count | scope | reason |\n|---:|---|---|\n")
+    out.write("\n## Why fixes are kept\n\n| count | scope | reason |\n|---:|---|---|\n")
     for group in report.reasons():
         out.write(f"| {len(group.items)} | {m(group.scope)} | {m(group.reason)} |\n")
     out.write(f"\n## Findings ({len(report.items)})\n\n| where | rule | state | message |\n|---|---|---|---|\n")

@@ -10,8 +10,8 @@ this one: ``progress.py``).
 
 from __future__ import annotations
 
-from collections import Counter
 import os
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
