@@ -50,14 +50,16 @@ def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
 
 def lint_text(
     text: str, path: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int],
-    from_jax: tuple[int, int] | None = None,
+    from_jax: tuple[int, int] | None = None, suppressed: list[Finding] | None = None,
 ) -> list[Finding]:
-    """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions."""
-    findings = _lint(text, path, rules, target_jax, from_jax)
+    """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions. Findings
+    a ``noqa`` comment suppressed are appended to ``suppressed`` when it is given (for reports;
+    a ``skip-file`` is not looked into)."""
+    findings = _lint(text, path, rules, target_jax, from_jax, suppressed)
     return [] if findings is None else findings
 
 
-def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
+def _lint(text, path, rules, target_jax, from_jax, suppressed=None) -> list[Finding] | None:
     """``lint_text``'s findings, or None when the text was not even parsed (``skip-file``, or
     no selected rule could fire on it)."""
     # The substring test is 10x cheaper than the regex; a match counts only in a comment token.
@@ -82,7 +84,11 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
     finally:
         if gc_was_enabled:
             gc.enable()
-    return sorted(_unsuppressed(findings, source), key=lambda f: f.sort_key)
+    kept = _unsuppressed(findings, source)
+    if suppressed is not None and len(kept) < len(findings):
+        shown = set(map(id, kept))
+        suppressed.extend(sorted((f for f in findings if id(f) not in shown), key=lambda f: f.sort_key))
+    return sorted(kept, key=lambda f: f.sort_key)
 
 
 def _run_rules(ctx: FileContext, rules: list[Rule]) -> list[Finding]:

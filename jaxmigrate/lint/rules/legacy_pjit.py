@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
+from jaxmigrate.lint.findings import Blocker
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 
 if TYPE_CHECKING:
@@ -187,7 +188,9 @@ class LegacyPjit(LegacyNameRule):
         kept = sorted({s.reason for s in apps if s.reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
-        ctx.report(node, message, fix)
+        blockers = tuple(Blocker("rewrite", reason, min(s.line for s in apps if s.reason == reason))
+                         for reason in kept)
+        ctx.report(node, message, fix, blockers=blockers)
 
     def _planned(self, ctx: FileContext) -> list[PjitSite]:
         if self._sites is None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
+from jaxmigrate.lint.findings import Blocker
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 
 if TYPE_CHECKING:
@@ -149,13 +150,17 @@ class LegacyPmap(LegacyNameRule):
         message = describe(symbol, shown, ctx, ambiguous)
         apps = self._applications(node, ctx)
         kept = sorted({app.exact_reason for app in apps if app.exact_reason})
+        # The same reasons as data: the first line each one is found at.
+        blockers = [Blocker("rewrite", reason, min(app.line for app in apps if app.exact_reason == reason))
+                    for reason in kept]
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
         view = _global_view(ctx) if apps else None
         if view is not None and not view.possible and view.reason not in kept:
             message += f"; global view not possible: {view.blocker}"
+            blockers.append(Blocker("global view", str(view.reason), view.line))
         fix = self.fix_for(symbol, node, ctx)
-        ctx.report(node, message, fix)
+        ctx.report(node, message, fix, blockers=tuple(blockers))
 
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""
