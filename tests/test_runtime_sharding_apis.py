@@ -70,10 +70,17 @@ CASES = [
     pytest.param("sharding_positional", {"analyse_create_device_mesh": "used other than"},
                  id="PositionalSharding"),
     pytest.param("sharding_mesh", {}, id="create_device_mesh+Mesh, with mesh"),
-    # 0.10.2's pjit reads `with mesh:` and not set_mesh: those sites must be kept, and the program
-    # (meshes rewritten, contexts kept) must still agree with the legacy one.
-    pytest.param("sharding_mesh_pjit", {"analyse_mesh_context_manager": "uses pjit"},
-                 id="with mesh around pjit: kept"),
+    # 0.10.2's pjit reads `with mesh:` and raises under set_mesh, jit the other way round: JM308
+    # rewrites the contexts only together with every pjit of the module (now jit over
+    # NamedSharding(mesh, spec)), and that program, on 0.10.2, must agree with pjit on 0.4.30.
+    pytest.param("sharding_mesh_pjit", {}, id="with mesh around pjit: jit + set_mesh"),
+    # A pjit the jit rewrite does not follow (`jax._src.pjit`): every `with mesh:` is kept, and the
+    # program (meshes rewritten, contexts kept) must still agree.
+    pytest.param("sharding_mesh_private_pjit", {"analyse_mesh_context_manager": "does not follow"},
+                 id="with mesh around a private pjit: kept"),
+    # set_mesh raises inside a trace: the `with mesh:` in a function jax.jit traces is kept.
+    pytest.param("sharding_mesh_traced", {"analyse_mesh_context_manager": "runs under a JAX trace"},
+                 id="with mesh inside traced code: kept"),
 ]
 
 
