@@ -95,6 +95,19 @@ def test_generated_program_matches_legacy(case, kept_reasons, tmp_path, legacy_p
     assert entry.comparison is not None and entry.comparison.leaves
 
 
+def test_typed_prng_keys_are_placed_through_jax_numpy(tmp_path, legacy_python):
+    """device_put_sharded/replicated of typed keys (`jax.random.key`): numpy raises on them
+    (`TypeError: JAX array with PRNGKey dtype cannot be converted to a NumPy array`), so where the
+    leaves are visibly jax.random's the placement stacks them with jax.numpy: the same key data on
+    the same devices as JAX 0.4.30, and the same draws."""
+    new = _generate("sharding_device_put", tmp_path, {})
+    assert "jnp.stack(xs)" in new.read_text() and "jnp.broadcast_to(" in new.read_text()
+    report = verify(RUNTIME / "sharding_device_put" / "old.py", new, ["keys"], devices=8,
+                    old_python=legacy_python, timeout=180)
+    assert report.old.jax_version == "0.4.30" and report.new.jax_version.startswith("0.10"), render_text(report)
+    assert report.entry("keys").status == "equal", render_text(report)
+
+
 def test_device_put_placements_match_legacy_but_make_weak_types_strong(tmp_path, legacy_python):
     """JM302's placements: the same arrays as JAX 0.4.30's device_put_replicated/sharded (values,
     dtypes, which device holds which slice), except that a weakly typed leaf comes out strong,

@@ -25,7 +25,11 @@ promotion later (``weak_f32 * bf16`` is bf16, ``f32 * bf16`` is f32); and a type
 ``make_array_from_single_device_arrays`` and ``make_array_from_callback`` build strong avals,
 ``jnp.broadcast_to`` / ``jnp.stack`` keep them but hold all copies on one device first, and a
 jitted broadcast with ``out_shardings`` compiles per call. So the fix is safe only where every
-leaf is provably strong (numpy values), unsafe elsewhere with that reason.
+leaf is provably strong (numpy values), unsafe elsewhere with that reason. Where every leaf is
+visibly made by ``jax.random`` (``key``, ``split``, ``fold_in``, ... through names, ``list(...)``,
+comprehensions), the stack / broadcast is ``jnp``'s instead: it takes typed keys, which numpy
+raises on, and keys are a few bytes, so holding the copies on one device first costs nothing
+(checked against 0.4.30 on 8 CPU devices: the same key data, layout and draws).
 
 Several processes: ``devices`` naming only this process's devices (``jax.local_devices()``, a
 slice of it, a name bound to one) gives a process-local array, as before. In a module that shows
@@ -53,6 +57,8 @@ _REPLICATED, _SHARDED = "jax.device_put_replicated", "jax.device_put_sharded"
 _LEGACY = frozenset({_REPLICATED, _SHARDED})
 _PARAMS = {_REPLICATED: ("x", "devices"), _SHARDED: ("shards", "devices")}
 _DEVICE_LISTS = frozenset({"jax.devices", "jax.local_devices"})
+_KEY_MAKERS = frozenset({"jax.random.key", "jax.random.PRNGKey", "jax.random.split", "jax.random.fold_in",
+                         "jax.random.wrap_key_data", "jax.random.clone"})
 # numpy functions that always return a numpy array or scalar (never a Python scalar, which JAX
 # would take as weakly typed): a tree of their results is placed exactly.
 _NUMPY_ARRAYS = frozenset({
@@ -197,12 +203,13 @@ class _Placements:
                 raise Unprovable("`len` may not be the builtin here")
             text = f"({self.argument(devices)} or {jax}.local_devices())" if or_local else self.argument(devices)
             count = f"len({text})"
-        np = self.namer.numpy()
+        keys = _random_keys(module, tree)
+        np = self.jnp() if keys else self.namer.numpy()
         names = set() if devices is None else {n.id for n in ast.walk(devices) if isinstance(n, ast.Name)}
         leaf = next(n for n in ("x", "leaf", "value", "a") if n not in names | {np, jax.partition(".")[0]})
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
         text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", self.sharding(text))
-        reasons = [] if _strong(module, tree) else [WEAK_TYPES]
+        reasons = [] if keys or _strong(module, tree) else [WEAK_TYPES]
         if not local and self.multi_process:
             reasons.append(self.other_processes("device_put_replicated copied this process's value onto them"))
         return _Call(text, "; ".join(reasons) or None)
@@ -214,16 +221,27 @@ class _Placements:
                 "raises when the values differ)")
 
     def sharded(self, shards: ast.expr, devices: ast.expr) -> _Call:
-        np, jax = self.namer.numpy(), self.namer.jax()
+        keys = _random_keys(self.module, shards)
+        np, jax = self.jnp() if keys else self.namer.numpy(), self.namer.jax()
         stacked = f"{jax}.tree.map(lambda *xs: {np}.stack(xs), *{self.argument(shards, True)})"
         text = self.device_put(shards, stacked, self.sharding(self.argument(devices)))
         strong = isinstance(shards, (ast.List, ast.Tuple)) and all(_strong(self.module, e) for e in shards.elts) or (
             isinstance(shards, (ast.ListComp, ast.GeneratorExp)) and _strong(self.module, shards.elt))
-        reasons = [] if strong else [WEAK_TYPES]
+        reasons = [] if keys or strong else [WEAK_TYPES]
         if self.multi_process and not _local(self.module, devices):
             reasons.append(self.other_processes(
                 "device_put_sharded placed, from each process's own list, the shards of its own devices"))
         return _Call(text, "; ".join(reasons) or None)
+
+    def jnp(self) -> str:
+        """``jax.numpy`` as the module spells it (typed PRNG keys go through jax.numpy, never numpy)."""
+        alias = self.module.module_alias("jax.numpy")
+        if alias:
+            return alias
+        if self.module.free("jnp"):
+            self.namer.plan.add_imports.add(("jax.numpy", None, "jnp"))
+            return "jnp"
+        return f"{self.namer.jax()}.numpy"
 
     def device_put(self, value: ast.expr, tree: str, sharding: str) -> str:
         """``jax.device_put(tree, sharding)``; one argument a line when the user's ``value`` spans
@@ -356,6 +374,39 @@ def _strong(module: ParsedModule, node: ast.expr) -> bool:
         module_name, _, function = name.rpartition(".")
         return (module_name == "numpy" and function in _NUMPY_ARRAYS) or (
             module_name == "jax.numpy" and function in _JNP_STRONG)
+    return False
+
+
+def _random_keys(module: ParsedModule, node: ast.expr, depth: int = 0) -> bool:
+    """Every leaf is visibly made by ``jax.random`` (``key``, ``PRNGKey``, ``split``, ...): maybe a
+    typed PRNG key, which numpy cannot take (``TypeError: JAX array with PRNGKey dtype cannot be
+    converted to a NumPy array``). Followed through ``list(...)``, indexing, literals,
+    comprehensions, ``n * [v]`` and names bound only to such values."""
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Call):
+        name = module.names.qualified_name(node.func)
+        if name in _KEY_MAKERS:
+            return True
+        builtin = isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") and not (
+            module.names.bindings(node.func) or module.names.star_imports)
+        return builtin and len(node.args) == 1 and _random_keys(module, node.args[0], depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _random_keys(module, node.value, depth + 1)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return bool(node.elts) and all(_random_keys(module, e, depth + 1) for e in node.elts)
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        gen = node.generators[0]
+        from_iter = isinstance(node.elt, ast.Name) and isinstance(gen.target, ast.Name) and \
+            node.elt.id == gen.target.id and _random_keys(module, gen.iter, depth + 1)
+        return from_iter or _random_keys(module, node.elt, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return any(isinstance(side, ast.List) and _random_keys(module, side, depth + 1)
+                   for side in (node.left, node.right))
+    if isinstance(node, ast.Name):
+        bindings = module.names.bindings(node)
+        return bool(bindings) and all(isinstance(b, ValueBinding) and _random_keys(module, b.value, depth + 1)
+                                      for b in bindings)
     return False
 
 
