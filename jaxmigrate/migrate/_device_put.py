@@ -14,6 +14,11 @@ What each becomes, at its site (no helper is written)::
     flax.jax_utils.unreplicate(tree)
     -> jax.tree.map(lambda x: x[0], tree)                  (flax's own body)
 
+A device list that is an expression (``jax.local_devices()[:k]``, ``devs or jax.local_devices()``)
+is needed twice (the mesh and the leading axis): it is bound once to a new name on a line of its
+own above the statement, where the statement evaluates it unconditionally and starts its line;
+elsewhere (a lambda's body, a conditional expression) it is written twice, which ``_pure`` allows.
+
 Measured against the real implementations (JAX 0.4.30 and 0.10.2's ``jax/_src/api.py``, 4 CPU
 devices, leaf by leaf): the same shape, dtype (x64 canonicalisation included), values, device of
 every slice (a subset of devices in any order too), committed; each device gets one copy, from a
@@ -124,6 +129,8 @@ class _Placements:
         self.plan = plan
         self.namer = Namer(module, plan)
         self.used: set[str] = set()
+        self.hoisted: set[str] = set()  # names bound above a statement for its device list
+        self.pending: list[Edit] = []  # those bindings, for the site being planned
 
     def run(self, sites: Sites, names: frozenset[str], render) -> list[Site]:
         module = self.module
@@ -148,6 +155,7 @@ class _Placements:
             pos, chosen = selected(module, node, sites)
             # A site this run does not rewrite must not add its imports to the plan.
             self.namer = Namer(module, self.plan if chosen else Plan())
+            self.pending = []
             try:
                 if not (isinstance(parent, ast.Call) and parent.func is node):
                     raise Unprovable("used as a value, not called: replace it by hand")
@@ -160,7 +168,7 @@ class _Placements:
             unsafe = call.unsafe or (previous.unsafe if previous is not None and previous.rewritable else None)
             out[pos] = Site(*pos, True, None, unsafe=unsafe)
             if chosen:
-                self.plan.edits.append(Edit(*module.span(parent), call.text))
+                self.plan.edits += [*self.pending, Edit(*module.span(parent), call.text)]
                 self.used.add(qual)
         remove_imports_of(module, self.plan, self.used)
         return sorted(out.values(), key=lambda s: (s.line, s.column))
@@ -201,7 +209,11 @@ class _Placements:
         else:
             if any("len" in scope.bindings for scope in module.names.scopes) or module.names.star_imports:
                 raise Unprovable("`len` may not be the builtin here")
-            text = f"({self.argument(devices)} or {jax}.local_devices())" if or_local else self.argument(devices)
+            text = f"{self.argument(devices)} or {jax}.local_devices()" if or_local else self.argument(devices)
+            if not text.isidentifier() and (name := self.hoist(devices, text)) is not None:
+                text = name  # written once, above the statement: not once in the mesh and again in len()
+            elif or_local:
+                text = f"({text})"
             count = f"len({text})"
         keys = _random_keys(module, tree)
         np = self.jnp() if keys else self.namer.numpy()
@@ -213,6 +225,33 @@ class _Placements:
         if not local and self.multi_process:
             reasons.append(self.other_processes("device_put_replicated copied this process's value onto them"))
         return _Call(text, "; ".join(reasons) or None)
+
+    def hoist(self, devices: ast.expr, text: str) -> str | None:
+        """Bind ``text`` (the devices) to a new name on a line of its own just above the statement
+        that holds ``devices``, and return the name; None where that could change what runs: the
+        call is evaluated only conditionally or in a nested scope (a lambda, a comprehension, a
+        class body), or the statement does not start its line."""
+        module = self.module
+        node: ast.AST = devices
+        while not isinstance(node, ast.stmt):
+            node = module.parent_of(node)
+            if node is None or isinstance(node, (ast.Lambda, ast.IfExp, ast.BoolOp, ast.ListComp, ast.SetComp,
+                                                  ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Await)):
+                return None
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return, ast.Expr)) or "\n" in text \
+                or isinstance(module.parent_of(node), ast.ClassDef):
+            return None
+        start = module.span(node)[0]
+        line_start = module.text.rfind("\n", 0, start) + 1
+        indent = module.text[line_start:start]
+        if indent.strip():
+            return None
+        name = next((n for n in ("devices", "replica_devices") if module.free(n) and n not in self.hoisted), None)
+        if name is None:
+            return None
+        self.hoisted.add(name)
+        self.pending.append(Edit(line_start, line_start, f"{indent}{name} = {text}\n"))
+        return name
 
     def other_processes(self, before: str) -> str:
         return (f"this module runs as several processes ({self.multi_process}) and the devices may include other "
