@@ -212,3 +212,18 @@ def test_the_keyword_rename_is_refused_when_the_new_name_is_there_too():
     (finding,) = lint_text(text, "m.py", (PjitAxisResources,), TARGET)
     assert finding.fix is None
     assert "given twice" in lint_text(text, "m.py", (LegacyPjit,), TARGET)[0].message
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    pytest.param("a = pjit(jax.jit(f))", "a = jax.jit(f)", id="pjit of a bare jit"),
+    pytest.param("b = jax.jit(pjit(g, donate_argnums=0))", "b = jax.jit(g, donate_argnums=0)",
+                 id="a bare jit of pjit"),
+    pytest.param("c = jax.jit(pjit(h), static_argnums=0)", "c = jax.jit(jax.jit(h), static_argnums=0)",
+                 id="an outer jit with options stays"),
+    pytest.param("d = pjit(jax.jit(k, donate_argnums=0))", "d = jax.jit(jax.jit(k, donate_argnums=0))",
+                 id="an inner jit with options stays"),
+])
+def test_no_jit_is_nested_in_a_bare_jit(before, after):
+    """pjit -> jit never writes `jax.jit(jax.jit(f))` where one jit has no options (the same program)."""
+    text = f"import jax\nfrom jax.experimental.pjit import pjit\n{before}\n"
+    assert fix_text(text, "m.py", RULES, TARGET, unsafe=True).text == f"import jax\n{after}\n"

@@ -17,6 +17,9 @@ it and compiles with it as the context mesh. Hence the plan, per application:
 * never a binding whose spec names an axis the mesh lacks ("Resource axis: x not found in mesh");
 * anything else is kept, with the reason.
 
+A bare ``jax.jit(...)`` around the pjit, or as its function, is dropped rather than nested
+(``jax.jit(jax.jit(f))``): a jit with no options inside another is the same program.
+
 Three more things were seen to matter on 8 CPU devices with 0.10.2, and are handled: with no
 shardings at all, pjit under a mesh runs on all of its devices (the context mesh is the device
 assignment) where jit runs where the arguments are, so that rename is unsafe where a call is seen
@@ -204,6 +207,7 @@ def _plan(module: ParsedModule, namer: Namer, app: _App) -> str | None:
         assumption = (f"assumes its arguments are already on the devices of `{under}`: with no shardings at all, "
                       f"pjit called under `with {under}:` runs on all of them, jit where the arguments are")
     edits.append(Edit(*module.span(app.ref), f"{_jax(module, namer, app.ref)}.jit"))
+    edits += _unnested(module, fun, app)
     for leaf, kind in leaves:
         if kind == "spec":
             edits.append(Edit(*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {module.segment(leaf)})"))
@@ -211,6 +215,24 @@ def _plan(module: ParsedModule, namer: Namer, app: _App) -> str | None:
             spec = namer.sharding("PartitionSpec", "P")
             edits.append(Edit(*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {spec}())"))
     return assumption
+
+
+def _unnested(module: ParsedModule, fun: ast.AST | None, app: _App) -> list[Edit]:
+    """Edits that drop a bare ``jax.jit(...)`` the rewrite would nest in another: ``pjit(jax.jit(g),
+    ...)`` and ``jax.jit(pjit(g, ...))`` both become ``jax.jit(g, ...)``, not ``jax.jit(jax.jit(...))``
+    (a jit with no options inside another is inlined: the same program)."""
+    out = []
+    for inner, outer in ((fun, None), (None, module.parent_of(app.node))):
+        call = inner if inner is not None else outer
+        if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+                and module.names.candidates(call.func) == {"jax.jit"} and not module.has_comment(call)):
+            continue
+        if outer is not None and call.args[0] is not app.node:
+            continue
+        start, end = module.span(call)
+        arg_start, arg_end = module.span(call.args[0])
+        out += [Edit(start, arg_start, ""), Edit(arg_end, end, "")]
+    return out
 
 
 def _positional(call: ast.Call) -> tuple[ast.expr | None, list[ast.expr]]:
