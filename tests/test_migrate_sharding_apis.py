@@ -282,3 +282,13 @@ def test_no_helper_is_written_and_no_import_is_added_for_a_site_not_rewritten():
     assert out == "import jax\nfrom flax import jax_utils\na = jax.tree.map(lambda x: x[0], s)\nb = jax_utils.replicate(s)\n"
     for case in CASES:
         assert "def _device_put" not in rewrite_all((FIXTURES / f"{case}.in.py").read_text())
+
+
+@pytest.mark.parametrize("shards", ["len(devices) * [v]", "[v] * len(devices)"])
+def test_sharded_copies_of_one_value_are_a_replication(shards):
+    """`device_put_sharded(len(devices) * [v], devices)` (jaxline's bcast_local_devices) is placed
+    from a zero-copy broadcast of `v`, not a host stack of len(devices) copies."""
+    out = rewrite_legacy_device_put(f"import jax\ndevices = jax.local_devices()\ny = jax.device_put_sharded({shards}, devices)\n")
+    assert "np.broadcast_to(x, (len(devices), *np.shape(x))), v)" in out and "np.stack" not in out
+    other = rewrite_legacy_device_put("import jax\ny = jax.device_put_sharded(len(a) * [v], b)\n")
+    assert "np.stack" in other, "copies counted by another list are shards"

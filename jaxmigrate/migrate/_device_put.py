@@ -325,6 +325,10 @@ def _device_put_call(placements: _Placements, call: ast.Call, qual: str) -> _Cal
     if "devices" not in given or len(given) != 2:
         raise Unprovable("missing arguments")
     first = given[_PARAMS[qual][0]]
+    if qual == _SHARDED and (value := _copies(placements.module, first, given["devices"])) is not None:
+        # `device_put_sharded(len(devices) * [v], devices)` is a replication: placed as one, from
+        # a zero-copy broadcast, not a host stack of len(devices) copies.
+        return placements.replicated(value, given["devices"], placements.devices(given["devices"], call))
     if qual == _SHARDED:
         return placements.sharded(first, given["devices"])
     return placements.replicated(first, given["devices"], placements.devices(given["devices"], call))
@@ -414,6 +418,21 @@ def _strong(module: ParsedModule, node: ast.expr) -> bool:
         return (module_name == "numpy" and function in _NUMPY_ARRAYS) or (
             module_name == "jax.numpy" and function in _JNP_STRONG)
     return False
+
+
+def _copies(module: ParsedModule, shards: ast.expr, devices: ast.expr) -> ast.expr | None:
+    """``v`` where ``shards`` is ``len(devices) * [v]`` (or ``[v] * len(devices)``), the very
+    ``devices`` expression (written without calls other than device lists: ``_pure``)."""
+    if not (isinstance(shards, ast.BinOp) and isinstance(shards.op, ast.Mult)):
+        return None
+    for listed, count in ((shards.left, shards.right), (shards.right, shards.left)):
+        if isinstance(listed, ast.List) and len(listed.elts) == 1 and not isinstance(listed.elts[0], ast.Starred) \
+                and isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and count.func.id == "len" \
+                and not (module.names.bindings(count.func) or module.names.star_imports) \
+                and len(count.args) == 1 and not count.keywords \
+                and ast.dump(count.args[0]) == ast.dump(devices) and _pure(module, devices):
+            return listed.elts[0]
+    return None
 
 
 def _random_keys(module: ParsedModule, node: ast.expr, depth: int = 0) -> bool:
