@@ -152,3 +152,24 @@ def test_a_notebook_cell_keeps_its_last_expression(tmp_path):
         last_before, last_after = ast.parse(before).body[-1], ast.parse(after).body[-1]
         assert isinstance(last_before, ast.Expr) == isinstance(last_after, ast.Expr), after
         assert "device_put" in ast.unparse(last_after) or "devs" in ast.unparse(last_after)
+
+
+def test_a_statement_inserted_before_a_cells_first_line_stays_in_that_cell():
+    """`insertion_point` (where the pmap and global-view rewrites put a mesh) climbs over the
+    comments above a statement, but not over a notebook's cell boundary: above it is the previous
+    cell's end, after its last expression, whose displayed output the insertion would hide."""
+    from jaxmigrate.core.source import CELL_BOUNDARY
+    from jaxmigrate.notebooks import Notebook
+
+    cells = ["import jax\njax.devices()", "# the step\nf = jax.pmap(g)"]
+    raw = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                                 "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    notebook = Notebook.parse(raw.encode())
+    module = parse_module(notebook.text)
+    statement = module.tree.body[-1]
+    offset = module.insertion_point(statement)
+    assert notebook.text[:offset].endswith(CELL_BOUNDARY + "\n")  # below the boundary, above the comment
+    assert notebook.text[offset:].startswith("# the step\n")
+    fixed = notebook.with_text(notebook.text[:offset] + "mesh = 1\n" + notebook.text[offset:])
+    sources = ["".join(c["source"]) for c in json.loads(fixed)["cells"]]
+    assert sources == [cells[0], "mesh = 1\n" + cells[1]]
