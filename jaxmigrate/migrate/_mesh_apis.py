@@ -18,6 +18,9 @@ from jaxmigrate.migrate._plan import (
 )
 
 _CREATE_DEVICE_MESH = frozenset({"jax.experimental.mesh_utils.create_device_mesh"})
+# What no analysis of this module can rule out.
+_ELSEWHERE = ("a pjit in another module's code run under it would raise under `jax.set_mesh` (0.10's pjit reads "
+              "`with mesh:`), and flax.linen's partitioning helpers read the old `with mesh:` context")
 # Every name pjit is reached by; the pjit rewrite (JM201) follows the first only.
 PJIT_SPELLINGS = frozenset({PJIT, "jax.pjit", "jax._src.pjit.pjit"})
 
@@ -154,7 +157,7 @@ def plan_with_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]
             except Unprovable as exc:
                 out.append(Site(*pos, False, str(exc)))
                 continue
-            out.append(Site(*pos, True, None, unsafe=pjits.unsafe))
+            out.append(Site(*pos, True, None, unsafe="; ".join(filter(None, [pjits.unsafe, _ELSEWHERE]))))
             if sites is None or pos in sites:
                 plan.edits.append(Edit(*module.span(expr), new))
                 pjits.into(plan)
