@@ -441,14 +441,18 @@ class _Builder:
             raise Blocked(1, "no call site lays out the step's arguments")
         top = [self._top_statement(n) for n in nodes]
         first = min(top, key=lambda s: s.lineno)
+        decorators = getattr(first, "decorator_list", [])
+        line = min([first.lineno, *(d.lineno for d in decorators)])
+        lines = self.module.text.splitlines(keepends=True)
+        while line > 1 and lines[line - 2].lstrip().startswith("#"):
+            line -= 1
         jax = self.namer.jax()
         axis_type = self.namer.sharding("AxisType")
         text = (f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({json.dumps(self.axis)},), "
                 f"axis_types=({axis_type}.Auto,))\n")
         if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             text += "\n\n"
-        # Above its decorators and comments, never above a notebook's cell boundary.
-        offset = self.module.insertion_point(first)
+        offset = self.module.src.line_starts[line - 1]
         self.plan.edits.append(Edit(offset, offset, text))
 
     def _top_statement(self, node: ast.AST) -> ast.stmt:
