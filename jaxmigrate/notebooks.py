@@ -12,9 +12,10 @@ import json
 import re
 from dataclasses import dataclass, replace
 
+from jaxmigrate.core.source import CELL_BOUNDARY
 from jaxmigrate.lint.findings import Finding
 
-_BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
+_BOUNDARY = CELL_BOUNDARY
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the findings count lines (lint/context.py)
 _MAGIC = re.compile(r"^(?P<indent>[ \t]*)pass  # jaxmigrate-magic-(?P<index>\d+)$")
 # `%magic`, `!shell`, `?name`, `name?`, and the assignment forms `x = !ls`, `a, b = %time f()`.
