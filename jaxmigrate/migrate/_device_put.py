@@ -77,6 +77,7 @@ _JNP_STRONG = frozenset({"zeros", "ones", "empty", "eye", "identity", "arange", 
 # The device count a device list's length is, for the two lists it has a function for.
 _COUNTS = {"jax.devices": "device_count", "jax.local_devices": "local_device_count"}
 
+_MAKE_MESH = frozenset({"jax.make_mesh", "jax.sharding.make_mesh"})
 WEAK_TYPES = (
     "weakly typed leaves (Python scalars such as a TrainState's `step=0`, `jnp.asarray(0.1)`) become "
     "strongly typed, which changes later dtype promotion (weak f32 * bf16 is bf16, f32 * bf16 is f32), "
@@ -220,7 +221,10 @@ class _Placements:
         names = set() if devices is None else {n.id for n in ast.walk(devices) if isinstance(n, ast.Name)}
         leaf = next(n for n in ("x", "leaf", "value", "a") if n not in names | {np, jax.partition(".")[0]})
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
-        text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", self.sharding(text))
+        step_mesh = self.step_mesh(tree) if which and devices is None or which and not (
+            devices.args or devices.keywords) else None
+        sharding = self.sharding(text) if step_mesh is None else self.on_mesh(*step_mesh)
+        text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", sharding)
         reasons = [] if keys or _strong(module, tree) else [WEAK_TYPES]
         if not local and self.multi_process:
             reasons.append(self.other_processes("device_put_replicated copied this process's value onto them"))
@@ -300,6 +304,46 @@ class _Placements:
         named, mesh = self.namer.sharding("NamedSharding"), self.namer.sharding("Mesh")
         spec = self.namer.sharding("PartitionSpec", "P")
         return f'{named}({mesh}({devices}, ("devices",)), {spec}("devices"))'
+
+    def step_mesh(self, node: ast.expr) -> tuple[str, str] | None:
+        """The mesh a pmapped step of this function is built over, when the value is replicated onto
+        exactly its devices: a name bound once in the function, before ``node``'s statement, to
+        ``jax.make_mesh((jax.device_count(),), (axis,), ...)``, in a module of one process (where
+        every device is a local one). The step compiles once for values on its own mesh; on a mesh
+        of its own ("devices") the first call would compile it again."""
+        if self.multi_process:
+            return None
+        module = self.module
+        function = module.parent_of(node)
+        while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = module.parent_of(function)
+        if function is None:
+            return None
+        start = module.span(node)[0]
+        found = {}
+        for statement in ast.walk(function):
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)):
+                continue
+            name = statement.targets[0].id
+            found.setdefault(name, []).append(statement)
+        for name, assigns in found.items():
+            value = assigns[0].value
+            if len(assigns) != 1 or module.span(assigns[0])[1] > start or module.parent_of(assigns[0]) is not function:
+                continue
+            if not isinstance(value, ast.Call) or module.names.qualified_name(value.func) not in _MAKE_MESH:
+                continue
+            shape, axes = (value.args + [None, None])[:2]
+            if isinstance(shape, ast.Tuple) and len(shape.elts) == 1 and isinstance(shape.elts[0], ast.Call) \
+                    and module.names.qualified_name(shape.elts[0].func) == "jax.device_count" \
+                    and isinstance(axes, ast.Tuple) and len(axes.elts) == 1 \
+                    and isinstance(axes.elts[0], ast.Constant) and isinstance(axes.elts[0].value, str):
+                return name, axes.elts[0].value
+        return None
+
+    def on_mesh(self, mesh: str, axis: str) -> str:
+        named, spec = self.namer.sharding("NamedSharding"), self.namer.sharding("PartitionSpec", "P")
+        return f'{named}({mesh}, {spec}("{axis}"))'
 
     def argument(self, node: ast.expr, starred: bool = False) -> str:
         text = self.module.segment(node)
