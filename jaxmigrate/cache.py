@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Sequence
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.lint.findings import Finding, Fix, Safety
+from jaxmigrate.lint.findings import Blocker, Finding, Fix, Safety
 
 CACHE_DIR = ".jaxmigrate_cache"
-FORMAT = 3  # 3: a fix records its fallback and whether it rewrites the whole module
+FORMAT = 4  # 3: a fix records its fallback and whether it rewrites the whole module; 4: blockers
 MAX_STALE = 5000
 
 
@@ -91,6 +91,7 @@ def _plain(finding: Finding) -> list:
     return [
         finding.code, finding.message, finding.path, finding.line, finding.column,
         finding.end_line, finding.end_column, _plain_fix(finding.fix), finding.cell,
+        [[b.scope, b.reason, b.line] for b in finding.blockers],
     ]
 
 
@@ -104,12 +105,19 @@ def _plain_fix(fix: Fix | None) -> list | None:
 def _finding(item: list, path: str) -> Finding:
     """The finding an entry holds, or ValueError/TypeError when any value is not of the type
     (and range) a finding has: the key may match an entry that was edited or planted."""
-    code, message, stored_path, line, column, end_line, end_column, fix, cell = item
+    code, message, stored_path, line, column, end_line, end_column, fix, cell, blockers = item
     if not (isinstance(code, str) and isinstance(message, str) and stored_path == path):
         raise ValueError("not a finding of this file")
     if not all(_positive(n) for n in (line, column, end_line, end_column)) or not (cell is None or _positive(cell)):
         raise ValueError("a position is not a positive integer")
-    return Finding(code, message, path, line, column, end_line, end_column, _fix(fix), cell)
+    return Finding(code, message, path, line, column, end_line, end_column, _fix(fix), cell,
+                   tuple(_blocker(*b) for b in blockers))
+
+
+def _blocker(scope, reason, line) -> Blocker:
+    if not (isinstance(scope, str) and isinstance(reason, str) and (line is None or _positive(line))):
+        raise ValueError("not a blocker")
+    return Blocker(scope, reason, line)
 
 
 def _fix(fix: list | None) -> Fix | None:

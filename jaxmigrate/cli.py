@@ -131,10 +131,16 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
               help="Write the findings (or the diff) to this file instead of stdout.")
 @click.option("--show-settings", is_flag=True, help="Print the settings the first PATH is checked with, and exit.")
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Report only findings this baseline (see --write-baseline) does not hold.")
+@click.option("--write-baseline", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Write today's findings to FILE as a baseline, and exit 0.")
+@click.option("--add-noqa", is_flag=True, help="Add a `# noqa: CODE` to each line with findings, and exit 0.")
 def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, exit_zero,
           exit_non_zero_on_fix, no_cache, jobs, target_jax, config_file, stdin_filename,
           force_exclude, from_jax, line_length, quiet, extend_select, fixable, unfixable,
-          respect_gitignore, statistics, show_fixes, output_file, show_settings, show_files) -> None:
+          respect_gitignore, statistics, show_fixes, output_file, show_settings, show_files,
+          baseline, write_baseline, add_noqa) -> None:
     """Report (and with --fix, fix) legacy multi-device JAX code under PATHS."""
     from jaxmigrate import runner
 
@@ -150,6 +156,7 @@ def check(paths, fix, unsafe_fixes, show_diff, select, ignore, output_format, ex
                 extend_select=_codes(extend_select), fixable=_codes(fixable), unfixable=_codes(unfixable),
                 respect_gitignore=respect_gitignore, statistics=statistics, show_fixes=show_fixes,
                 output_file=output_file, show_settings=show_settings, show_files=show_files,
+                baseline=baseline, write_baseline=write_baseline, add_noqa=add_noqa,
             )
         )
     except BrokenPipeError:
@@ -182,3 +189,36 @@ def explain(code: str) -> None:
     if not docs.render_explanation(code, sys.stdout):
         click.echo(f"jaxmigrate: error: unknown rule {code!r} (see `jaxmigrate rules`)", err=True)
         sys.exit(EXIT_ERROR)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["html", "markdown", "json"]), default="html",
+              show_default=True)
+@click.option("--output-file", "-o", metavar="FILE",
+              help="Where to write it ('-': stdout) [default: jaxmigrate-report.html|.md|.json]."
+                   " A later report in the same folder shows the progress since this one.")
+@click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma-separated).")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip (comma-separated).")
+@click.option("--target-jax", metavar="X.Y", help="The JAX version to migrate to [default: 0.10].")
+@click.option("--from-jax", metavar="X.Y", help="The JAX version the code was written for.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A pyproject.toml (or TOML file) to read settings from.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes [default: cores].")
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Mark the findings this baseline holds, and list its stale entries.")
+def report(paths, output_format, output_file, select, ignore, target_jax, from_jax, config_file, jobs,
+           baseline) -> None:
+    """Write the state of the migration of PATHS: what is fixed, fixable and left, and why."""
+    from jaxmigrate import report as report_module
+
+    try:
+        code = report_module.run(report_module.ReportOptions(
+            paths=list(paths), output_format=output_format, output_file=output_file, select=_codes(select),
+            ignore=_codes(ignore), config_file=config_file, target_jax=target_jax, from_jax=from_jax, jobs=jobs,
+            baseline=baseline,
+        ))
+    except report_module.ReportError as error:
+        click.echo(f"jaxmigrate: error: {error}", err=True)
+        code = EXIT_ERROR
+    sys.exit(code)

@@ -55,6 +55,9 @@ class Job:
     from_jax: tuple[int, int] | None = None  # the JAX the code was written for; None: not known
     line_length: int | None = None  # the width rewritten lines keep to; None: each file's own
     policy: FixPolicy | None = None  # fixable / unfixable / extend-(un)safe-fixes (lint/fix_policy.py)
+    # Also return what `noqa` comments suppressed (FileResult.suppressed), for `jaxmigrate report`.
+    # Such a run neither reads nor writes the cache, which holds shown findings only.
+    with_suppressed: bool = False
 
 
 @dataclass
@@ -71,6 +74,7 @@ class FileResult:
     read: bytes | None = None  # with --fix, the fingerprint of the bytes the fix was made from
     found: int | None = None  # with --fix, the findings before fixing (None: ``findings``, nothing fixed)
     gone: dict[str, int] = field(default_factory=dict)  # with --fix, those gone, by code (checker._gone)
+    suppressed: list[Finding] = field(default_factory=list)  # with Job.with_suppressed
 
 
 @dataclass
@@ -80,6 +84,10 @@ class RunResult:
     @property
     def findings(self) -> list[Finding]:
         return sorted((f for r in self.files for f in r.findings), key=lambda f: f.sort_key)
+
+    @property
+    def suppressed(self) -> list[Finding]:
+        return sorted((f for r in self.files for f in r.suppressed), key=lambda f: f.sort_key)
 
     @property
     def fixed(self) -> int:
@@ -117,7 +125,9 @@ def process_text(
     rules = _rules(codes)
     with fix_policy.applied(job.policy):
         if job.mode is Mode.CHECK:
-            return FileResult(display_path, lint_text(source.text, display_path, rules, job.target_jax, job.from_jax))
+            suppressed: list[Finding] | None = [] if job.with_suppressed else None
+            findings = lint_text(source.text, display_path, rules, job.target_jax, job.from_jax, suppressed)
+            return FileResult(display_path, findings, suppressed=suppressed or [])
         result = fix_text(source.text, display_path, rules, job.target_jax, unsafe=job.unsafe_fixes,
                           from_jax=job.from_jax, line_length=job.line_length)
     findings = sorted(result.findings + result.errors, key=lambda f: f.sort_key)
@@ -157,6 +167,7 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
     # After fixing, what remains was found in the fixed text, whose cells may start elsewhere.
     located = notebook.located_in(result.new_text) if result.new_text is not None else notebook
     result.findings = [located.locate(f) for f in result.findings]
+    result.suppressed = [located.locate(f) for f in result.suppressed]
     if result.changed:
         try:
             result.new_bytes = notebook.with_text(result.new_text)
@@ -280,6 +291,7 @@ def run_paths(
 ) -> RunResult:
     files = discover(paths, settings, force_exclude)
     remove_abandoned_temp_files({path.parent for path in files})  # an interrupted --fix's
+    use_cache = use_cache and not job.with_suppressed
     cache = cache_module.FindingsCache.open(settings.root, settings.fingerprint()) if use_cache else None
     results: list[FileResult] = []
     todo: list[tuple[str, tuple[str, ...], Job]] = []

@@ -12,10 +12,11 @@ import json
 import re
 from dataclasses import dataclass, replace
 
+from jaxmigrate.core.source import CELL_BOUNDARY
 from jaxmigrate.lint.findings import Finding
 from jaxmigrate.notebook_json import JsonLayoutError, replace_sources
 
-_BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
+_BOUNDARY = CELL_BOUNDARY
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the findings count lines (lint/context.py)
 _LINE_NUMBER = re.compile(r"\b([Ll]ine) (\d+)\b")  # how messages name a line (see _lines_named_in)
 _MAGIC = re.compile(r"^(?P<indent>[ \t]*)pass  # jaxmigrate-magic-(?P<index>\d+)$")

@@ -55,6 +55,9 @@ class CheckOptions:
     output_file: Path | None = None  # the report (or diff) goes there instead of stdout
     show_settings: bool = False  # print the settings the first path is checked with, and stop
     show_files: bool = False  # print the files that would be checked, and stop
+    baseline: Path | None = None  # report only findings this baseline does not hold
+    write_baseline: Path | None = None  # write the findings as a baseline instead of reporting them
+    add_noqa: bool = False  # as ruff's --add-noqa: a `# noqa: CODE` on each line with findings
 
 
 def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
@@ -63,6 +66,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
     stderr = stderr or sys.stderr
     if options.fix and options.diff:
         raise UsageError("--fix and --diff cannot be used together (--diff changes nothing)")
+    _check_adoption_options(options)
     use_stdin = options.stdin_filename is not None or [str(p) for p in options.paths] == ["-"]
     if use_stdin and options.paths and [str(p) for p in options.paths] != ["-"]:
         raise UsageError("--stdin-filename reads from stdin: pass no paths (or just '-')")
@@ -129,8 +133,16 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
             raise
         read_source = _read_file_text
 
+    findings = result.findings
+    if options.add_noqa or options.write_baseline:
+        return _adopt(options, findings, stderr)
+    if options.baseline is not None and mode is not engine.Mode.DIFF:
+        # stdin's text is in memory only (and may not be the file of that name on disk).
+        texts = {name: text for name in [options.stdin_filename or "-"] if use_stdin and (text := read_source(name))}
+        findings = _without_baselined(findings, options.baseline, texts, stderr, options.quiet)
+
     report = Report(
-        findings=result.findings,
+        findings=findings,
         files_checked=len(result.files),
         fix_mode=mode is engine.Mode.FIX,
         fixed=result.fixed,
@@ -194,6 +206,53 @@ def _tell_written(written: list[str], stderr) -> None:
         stderr.write(f"Fixed and written before the interruption ({len(written)} file{'s' * (len(written) != 1)}):\n")
         stderr.writelines(f"  {path}\n" for path in written)
         stderr.flush()
+def _check_adoption_options(options: CheckOptions) -> None:
+    if options.add_noqa and options.write_baseline:
+        raise UsageError("--add-noqa and --write-baseline cannot be used together")
+    adopting = "--add-noqa" if options.add_noqa else "--write-baseline" if options.write_baseline else None
+    if adopting and (options.fix or options.diff):
+        raise UsageError(f"{adopting} cannot be used with --fix or --diff")
+    if adopting and (options.stdin_filename is not None or [str(p) for p in options.paths] == ["-"]):
+        raise UsageError(f"{adopting} records the findings of files: it cannot read from stdin")
+
+
+def _adopt(options: CheckOptions, findings, stderr) -> int:
+    """--add-noqa or --write-baseline: record today's findings (exit 0, as ruff's --add-noqa)."""
+    say = (lambda text: None) if options.quiet else stderr.write
+    if options.add_noqa:
+        from jaxmigrate.add_noqa import add_noqa
+
+        added = add_noqa(findings)
+        for why in added.skipped:
+            say(f"jaxmigrate: no noqa added: {why}\n")
+        say(f"Added {added.directives} noqa directive{'s' * (added.directives != 1)}.\n")
+        return EXIT_CLEAN
+    from jaxmigrate import baseline
+    from jaxmigrate.source_lines import SourceLines
+
+    try:
+        entries = baseline.write(options.write_baseline, findings, SourceLines())
+    except OSError as error:
+        raise UsageError(f"cannot write the baseline {options.write_baseline}: {error.strerror or error}") from None
+    total = sum(entries.values())
+    say(f"Wrote a baseline of {total} finding{'s' * (total != 1)} ({len(entries)}"
+        f" entr{'ies' if len(entries) != 1 else 'y'}) to {options.write_baseline}.\n")
+    return EXIT_CLEAN
+
+
+def _without_baselined(findings, file: Path, texts: dict[str, str], stderr, quiet: bool):
+    """The findings ``file`` does not hold; its stale entries said on stderr (not with -q)."""
+    from jaxmigrate import baseline
+    from jaxmigrate.source_lines import SourceLines
+
+    try:
+        entries = baseline.read(file)
+    except baseline.BaselineError as error:
+        raise UsageError(str(error)) from None
+    filtered = baseline.apply(findings, entries, file.parent, SourceLines(texts))
+    if filtered.stale and not quiet:
+        stderr.write(baseline.stale_summary(filtered.stale, file))
+    return filtered.new
 
 
 def _write_bytes(stream, data: bytes) -> None:

@@ -140,6 +140,9 @@ def test_unsafe_fix_says_what_it_assumes():
         from jax.sharding import Mesh, PartitionSpec as P
         mesh = Mesh(jax.devices(), ("x",))
         step = pjit(abs, in_shardings=P("x"))
+        def run(x):
+            with mesh:
+                return step(x)
     """)
     (finding,) = lint_text(text, "m.py", (LegacyPjit,), TARGET)
     assert finding.fix.safety is Safety.UNSAFE
@@ -147,6 +150,36 @@ def test_unsafe_fix_says_what_it_assumes():
     assert fix_text(text, "m.py", (LegacyPjit,), TARGET).text == text
     fixed = fix_text(text, "m.py", (LegacyPjit,), TARGET, unsafe=True).text
     assert 'step = jax.jit(abs, in_shardings=NamedSharding(mesh, P("x")))' in fixed
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param("""\
+        import jax
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        devices_mesh = Mesh(jax.devices(), ("devices",))
+        params = jax.device_put(1.0, NamedSharding(devices_mesh, P("devices")))
+        class Model:
+            def __init__(self):
+                self.step = pjit(abs, in_shardings=P(), out_shardings=None)
+    """, id="the one mesh in scope is entered by no with"),
+    pytest.param("""\
+        import jax
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh, PartitionSpec as P
+        mesh = Mesh(jax.devices(), ("devices",))
+        def run(x):
+            with mesh:
+                return pjit(abs, in_shardings=P(("x",)), out_shardings=None)(x)
+    """, id="the spec names an axis the mesh lacks"),
+])
+def test_no_mesh_is_assumed_without_evidence(text):
+    """A pjit is not bound to a mesh made for other code (the reviewer's `NamedSharding(devices_mesh,
+    P(('x',)))`: "Resource axis: x not found in mesh"): the finding says why, with no fix."""
+    text = textwrap.dedent(text)
+    (finding,) = lint_text(text, "m.py", (LegacyPjit,), TARGET)
+    assert finding.fix is None and "not rewritten: " in finding.message
+    assert fix_text(text, "m.py", (LegacyPjit,), TARGET, unsafe=True).text == text
 
 
 def test_a_suppressed_mention_is_not_rewritten():
@@ -179,3 +212,18 @@ def test_the_keyword_rename_is_refused_when_the_new_name_is_there_too():
     (finding,) = lint_text(text, "m.py", (PjitAxisResources,), TARGET)
     assert finding.fix is None
     assert "given twice" in lint_text(text, "m.py", (LegacyPjit,), TARGET)[0].message
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    pytest.param("a = pjit(jax.jit(f))", "a = jax.jit(f)", id="pjit of a bare jit"),
+    pytest.param("b = jax.jit(pjit(g, donate_argnums=0))", "b = jax.jit(g, donate_argnums=0)",
+                 id="a bare jit of pjit"),
+    pytest.param("c = jax.jit(pjit(h), static_argnums=0)", "c = jax.jit(jax.jit(h), static_argnums=0)",
+                 id="an outer jit with options stays"),
+    pytest.param("d = pjit(jax.jit(k, donate_argnums=0))", "d = jax.jit(jax.jit(k, donate_argnums=0))",
+                 id="an inner jit with options stays"),
+])
+def test_no_jit_is_nested_in_a_bare_jit(before, after):
+    """pjit -> jit never writes `jax.jit(jax.jit(f))` where one jit has no options (the same program)."""
+    text = f"import jax\nfrom jax.experimental.pjit import pjit\n{before}\n"
+    assert fix_text(text, "m.py", RULES, TARGET, unsafe=True).text == f"import jax\n{after}\n"

@@ -243,7 +243,12 @@ def test_the_device_count_is_spelled_as_the_device_list_allows():
 
     assert "(jax.local_device_count(), *np.shape(x))" in rewritten("jax.local_devices()")
     assert "(jax.device_count(), *np.shape(x))" in rewritten("jax.devices()")
-    assert "(len(jax.local_devices()[:2]), *np.shape(x))" in rewritten("jax.local_devices()[:2]")
+    # A device list that is an expression is named once, above the statement, not written twice.
+    sliced = rewritten("jax.local_devices()[:2]")
+    assert "devices = jax.local_devices()[:2]\n" in sliced and sliced.count("local_devices()") == 1
+    assert "(len(devices), *np.shape(x))" in sliced and "Mesh(devices, " in sliced
+    in_lambda = rewrite_legacy_device_put("import jax\nf = lambda v: jax.device_put_replicated(v, jax.devices()[:2])\n")
+    assert in_lambda.count("jax.devices()[:2]") == 2, "a lambda's body has no statement to bind it above"
     assert "(2, *np.shape(x))" in rewritten("[d0, d1]")
     # The lambda's parameter never shadows a name the devices expression reads.
     assert "lambda leaf: np.broadcast_to(leaf, (len(x), *np.shape(leaf)))" in rewritten("x")
@@ -262,9 +267,12 @@ def test_flax_replicate_keeps_its_default_device_list():
     assert "Mesh(jax.local_devices(), " in rewritten("jax_utils.replicate(t)")
     assert "Mesh(jax.local_devices(), " in rewritten("jax_utils.replicate(t, devices=None)")
     # A list that cannot be empty is used as it is; flax's `devices or local_devices()` otherwise.
-    assert "Mesh(jax.local_devices()[:4], " in rewritten("jax_utils.replicate(t, jax.local_devices()[:4])")
-    assert "Mesh((devs or jax.local_devices()), " in rewritten("jax_utils.replicate(t, devs)")
-    assert "len((devs or jax.local_devices()))" in rewritten("jax_utils.replicate(t, devs)")
+    assert "devices = jax.local_devices()[:4]\n" in rewritten("jax_utils.replicate(t, jax.local_devices()[:4])")
+    assert "devices = devs or jax.local_devices()\n" in rewritten("jax_utils.replicate(t, devs)")
+    assert "len(devices)" in rewritten("jax_utils.replicate(t, devs)")
+    assert "Mesh(devices, " in rewritten("jax_utils.replicate(t, devs)")
+    in_lambda = rewrite_flax_replication("import jax\nfrom flax import jax_utils\nf = lambda t: jax_utils.replicate(t, devs)\n")
+    assert "Mesh((devs or jax.local_devices()), " in in_lambda and "len((devs or jax.local_devices()))" in in_lambda
 
 
 def test_no_helper_is_written_and_no_import_is_added_for_a_site_not_rewritten():
@@ -274,3 +282,13 @@ def test_no_helper_is_written_and_no_import_is_added_for_a_site_not_rewritten():
     assert out == "import jax\nfrom flax import jax_utils\na = jax.tree.map(lambda x: x[0], s)\nb = jax_utils.replicate(s)\n"
     for case in CASES:
         assert "def _device_put" not in rewrite_all((FIXTURES / f"{case}.in.py").read_text())
+
+
+@pytest.mark.parametrize("shards", ["len(devices) * [v]", "[v] * len(devices)"])
+def test_sharded_copies_of_one_value_are_a_replication(shards):
+    """`device_put_sharded(len(devices) * [v], devices)` (jaxline's bcast_local_devices) is placed
+    from a zero-copy broadcast of `v`, not a host stack of len(devices) copies."""
+    out = rewrite_legacy_device_put(f"import jax\ndevices = jax.local_devices()\ny = jax.device_put_sharded({shards}, devices)\n")
+    assert "np.broadcast_to(x, (len(devices), *np.shape(x))), v)" in out and "np.stack" not in out
+    other = rewrite_legacy_device_put("import jax\ny = jax.device_put_sharded(len(a) * [v], b)\n")
+    assert "np.stack" in other, "copies counted by another list are shards"

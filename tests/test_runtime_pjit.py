@@ -75,3 +75,25 @@ def test_generated_program_matches_pjit(tmp_path):
     assert old_jax.old.jax_version == "0.4.30", render_text(old_jax)
     assert old_jax.entry("main").status == "equal", render_text(old_jax)
     assert not old_jax.entry("uncommitted_under_mesh").comparison.equal, render_text(old_jax)
+
+
+@pytest.mark.slow
+def test_jit_under_set_mesh_matches_pjit_under_with_mesh(tmp_path, legacy_python):
+    """JM308 with JM201: every `with mesh:` of the module becomes `with jax.set_mesh(mesh):` and
+    every pjit jax.jit over NamedSharding(mesh, spec), in one fix; on 0.10.2 that program must
+    give what pjit under `with mesh:` gave on 0.4.30 (0.10.2's pjit would raise under set_mesh)."""
+    from jaxmigrate.lint.checker import fix_text
+    from jaxmigrate.lint.registry import all_rules
+
+    rules = tuple(r for r in all_rules() if r.code in ("JM201", "JM202", "JM308"))
+    fixed = fix_text(OLD.read_text(), "old.py", rules, (0, 10), unsafe=True)
+    assert not fixed.errors and not [f for f in fixed.findings if f.fix is not None], fixed.findings
+    tree = ast.parse(fixed.text)
+    contexts = [ast.unparse(i.context_expr) for n in ast.walk(tree) if isinstance(n, ast.With) for i in n.items]
+    assert contexts == ["jax.set_mesh(mesh)"] * 2, contexts
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "pjit"]
+    new = tmp_path / "new.py"
+    new.write_text(fixed.text)
+    report = verify(OLD, new, ["main"], devices=8, old_python=legacy_python, timeout=180)
+    assert report.old.jax_version == "0.4.30" and report.new.jax_version.startswith("0.10"), render_text(report)
+    assert report.entry("main").status == "equal", render_text(report)

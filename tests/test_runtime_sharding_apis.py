@@ -70,10 +70,17 @@ CASES = [
     pytest.param("sharding_positional", {"analyse_create_device_mesh": "used other than"},
                  id="PositionalSharding"),
     pytest.param("sharding_mesh", {}, id="create_device_mesh+Mesh, with mesh"),
-    # 0.10.2's pjit reads `with mesh:` and not set_mesh: those sites must be kept, and the program
-    # (meshes rewritten, contexts kept) must still agree with the legacy one.
-    pytest.param("sharding_mesh_pjit", {"analyse_mesh_context_manager": "uses pjit"},
-                 id="with mesh around pjit: kept"),
+    # 0.10.2's pjit reads `with mesh:` and raises under set_mesh, jit the other way round: JM308
+    # rewrites the contexts only together with every pjit of the module (now jit over
+    # NamedSharding(mesh, spec)), and that program, on 0.10.2, must agree with pjit on 0.4.30.
+    pytest.param("sharding_mesh_pjit", {}, id="with mesh around pjit: jit + set_mesh"),
+    # A pjit the jit rewrite does not follow (`jax._src.pjit`): every `with mesh:` is kept, and the
+    # program (meshes rewritten, contexts kept) must still agree.
+    pytest.param("sharding_mesh_private_pjit", {"analyse_mesh_context_manager": "does not follow"},
+                 id="with mesh around a private pjit: kept"),
+    # set_mesh raises inside a trace: the `with mesh:` in a function jax.jit traces is kept.
+    pytest.param("sharding_mesh_traced", {"analyse_mesh_context_manager": "runs under a JAX trace"},
+                 id="with mesh inside traced code: kept"),
 ]
 
 
@@ -86,6 +93,19 @@ def test_generated_program_matches_legacy(case, kept_reasons, tmp_path, legacy_p
     assert report.equal, render_text(report)
     entry = report.entry("main")
     assert entry.comparison is not None and entry.comparison.leaves
+
+
+def test_typed_prng_keys_are_placed_through_jax_numpy(tmp_path, legacy_python):
+    """device_put_sharded/replicated of typed keys (`jax.random.key`): numpy raises on them
+    (`TypeError: JAX array with PRNGKey dtype cannot be converted to a NumPy array`), so where the
+    leaves are visibly jax.random's the placement stacks them with jax.numpy: the same key data on
+    the same devices as JAX 0.4.30, and the same draws."""
+    new = _generate("sharding_device_put", tmp_path, {})
+    assert "jnp.stack(xs)" in new.read_text() and "jnp.broadcast_to(" in new.read_text()
+    report = verify(RUNTIME / "sharding_device_put" / "old.py", new, ["keys"], devices=8,
+                    old_python=legacy_python, timeout=180)
+    assert report.old.jax_version == "0.4.30" and report.new.jax_version.startswith("0.10"), render_text(report)
+    assert report.entry("keys").status == "equal", render_text(report)
 
 
 def test_device_put_placements_match_legacy_but_make_weak_types_strong(tmp_path, legacy_python):

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Iterator
 
 from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children_in
-from jaxmigrate.core.source import SourceText, indent_unit
+from jaxmigrate.core.source import CELL_BOUNDARY, SourceText, indent_unit
 from jaxmigrate.names import ImportBinding, NameResolver
 
 
@@ -181,8 +181,9 @@ class ParsedModule:
         body = self.tree.body
         index = next(i for i, s in enumerate(body) if s is stmt)
         floor = body[index - 1].end_lineno if index else 0
-        while line - 1 > floor and self.src.line(line - 1).lstrip().startswith("#"):
-            line -= 1
+        while line - 1 > floor and self.src.line(line - 1).lstrip().startswith("#") \
+                and self.src.line(line - 1).strip() != CELL_BOUNDARY:
+            line -= 1  # a notebook's cell boundary is no comment of the statement: above it is the last cell's end
         return self.src.line_starts[line - 1]
 
     def mention_positions(self, expr: ast.expr) -> frozenset[tuple[int, int]]:

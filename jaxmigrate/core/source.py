@@ -9,6 +9,10 @@ from functools import cached_property
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a line break, no more
 
+# The comment line the code cells of a notebook are joined with (``jaxmigrate.notebooks``): a
+# line inserted right below one starts the next cell, right above one ends the previous cell.
+CELL_BOUNDARY = "# jaxmigrate-notebook-cell-boundary"
+
 
 class SourceText:
     """Maps between ast positions (1-based line, UTF-8 byte column) and text offsets."""

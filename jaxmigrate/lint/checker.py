@@ -47,14 +47,16 @@ def parse_error(path: str, source: SourceText, error: Exception) -> Finding:
 
 def lint_text(
     text: str, path: str, rules: tuple[type[Rule], ...], target_jax: tuple[int, int],
-    from_jax: tuple[int, int] | None = None,
+    from_jax: tuple[int, int] | None = None, suppressed: list[Finding] | None = None,
 ) -> list[Finding]:
-    """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions."""
-    findings = _lint(text, path, rules, target_jax, from_jax)
+    """All findings for one file's text, after ``noqa`` and ``skip-file`` suppressions. Findings
+    a ``noqa`` comment suppressed are appended to ``suppressed`` when it is given (for reports;
+    a ``skip-file`` is not looked into)."""
+    findings = _lint(text, path, rules, target_jax, from_jax, suppressed)
     return [] if findings is None else findings
 
 
-def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
+def _lint(text, path, rules, target_jax, from_jax, suppressed=None) -> list[Finding] | None:
     """``lint_text``'s findings, or None when the text was not even parsed (``skip-file``, or
     no selected rule could fire on it)."""
     # The substring test is 10x cheaper than the regex; a match counts only in a comment token.
@@ -69,7 +71,7 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
         return None
     source = SourceText(text)
     if not active:
-        return sorted(_unsuppressed([], source, path, rules, audit), key=lambda f: f.sort_key)
+        return sorted(_unsuppressed([], source, path, rules, audit, suppressed), key=lambda f: f.sort_key)
     # A tree is freed by reference counting; the cyclic GC only re-traverses its young nodes
     # again and again while it is built (measured: parsing jax's own tree 4.2 s -> 2.5 s).
     gc_was_enabled = gc.isenabled()
@@ -85,14 +87,19 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
     finally:
         if gc_was_enabled:
             gc.enable()
-    return sorted(_unsuppressed(findings, source, path, rules, audit), key=lambda f: f.sort_key)
+    return sorted(_unsuppressed(findings, source, path, rules, audit, suppressed), key=lambda f: f.sort_key)
 
 
-def _unsuppressed(findings, source, path, rules, audit) -> list[Finding]:
+def _unsuppressed(findings, source, path, rules, audit, suppressed=None) -> list[Finding]:
+    """The findings no directive suppresses (those it does appended to ``suppressed``, when given),
+    JM002's when ``audit``, with the project's fix policy applied."""
     from jaxmigrate.lint import registry
 
     known = frozenset(registry.TOOL_CODES) | _codes(registry.all_rules())
     kept = suppressions.unsuppressed(findings, source, path, _codes(rules), known, audit)
+    if suppressed is not None:
+        shown = set(map(id, kept))
+        suppressed.extend(sorted((f for f in findings if id(f) not in shown), key=lambda f: f.sort_key))
     policy = fix_policy.current()
     return kept if policy is None else [policy.finding(f) for f in kept]
 
@@ -288,7 +295,9 @@ def _apply_edit_fixes(text, findings, source, path, rejected, errors, check) -> 
 
 def _apply_codemod(text, findings, source, path, rejected, errors, check) -> tuple[int, str, list | None]:
     """(fixes applied, the text after them, its findings when already checked)."""
-    name = next((f for f in findings if f.fix.whole_module), findings[0]).fix.codemod
+    # The pmap rewrites go first (lowest code): the mesh they build is the one a replication of the
+    # step's values should land on (``_device_put``), so the step compiles once, as under pmap.
+    name = next((f for f in findings if f.fix.whole_module), min(findings, key=lambda f: f.code)).fix.codemod
     mine = [f for f in findings if f.fix.codemod == name]
     sites = frozenset((f.line, f.column) for f in mine)
     checked = None

@@ -9,7 +9,7 @@ from functools import cached_property
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import Index, ParsedModule, index, remember
 from jaxmigrate.core.source import SourceText
-from jaxmigrate.lint.findings import Finding, Fix, Safety
+from jaxmigrate.lint.findings import Blocker, Finding, Fix, Safety
 from jaxmigrate.names import NameResolver
 
 
@@ -102,7 +102,8 @@ class FileContext:
         return Fix(safety, message, tuple(edits))
 
     def report(
-        self, node: ast.AST, message: str, fix: Fix | None = None, *, code: str | None = None
+        self, node: ast.AST, message: str, fix: Fix | None = None, *, code: str | None = None,
+        blockers: tuple[Blocker, ...] = (),
     ) -> None:
         start, end = self.source.span(node)
         line, column = self.source.position(start)
@@ -117,5 +118,6 @@ class FileContext:
                 end_line=end_line,
                 end_column=end_column,
                 fix=fix,
+                blockers=blockers,
             )
         )

@@ -62,6 +62,18 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Blocker:
+    """Why a fix is not offered where the rule reports, as data: the finding's message says it in
+    words, ``jaxmigrate report`` groups findings by it. ``scope`` names the rewrite it blocks
+    (``"global view"``, or ``"rewrite"`` for the rule's own fix); ``line`` is the 1-based line of
+    the construct that blocks it, when one line does."""
+
+    scope: str
+    reason: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class Finding:
     """One reported problem. Lines and columns are 1-based; columns count characters."""
 
@@ -75,6 +87,8 @@ class Finding:
     fix: Fix | None = None
     # For notebooks: the 1-based cell number; line and end_line then count within that cell.
     cell: int | None = None
+    # What keeps a fix from being offered here (or keeps only a weaker one), for reports.
+    blockers: tuple[Blocker, ...] = ()
 
     @property
     def location(self) -> str:

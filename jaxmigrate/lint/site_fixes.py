@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
-from jaxmigrate.lint.findings import Fix, Safety
+from jaxmigrate.lint.findings import Blocker, Fix, Safety
 from jaxmigrate.lint.legacy import describe
 
 
@@ -40,9 +40,11 @@ class SiteFixes:
             fix = Fix(safety, self.site_fix_message, codemod=self.site_codemod)
             if site.unsafe:
                 message += f"; the fix is unsafe: {site.unsafe}"
-        elif site is not None and site.reason:
+        blockers = ()
+        if fix is None and site is not None and site.reason:
             message += f"; not rewritten: {site.reason}"
-        ctx.report(node, message, fix)
+            blockers = (Blocker("rewrite", site.reason, site.line),)
+        ctx.report(node, message, fix, blockers=blockers)
 
     def _planned_sites(self, ctx: FileContext) -> dict:
         # Rule instances live for one file (the checker makes them per lint), so this caches the

@@ -133,9 +133,9 @@ class DriverAnalyzer:
         for _, node in sorted(item for name in device_names for item in by_id.get(name, ())):
             if not isinstance(node.ctx, ast.Load):
                 continue
-            if self._scope_of(node) is scope and not self._in_lambda(node, scope):
+            if self.scope_of(node) is scope and not self._in_lambda(node, scope):
                 continue
-            if any(self._scope_of(_binding_node(b)) is scope for b in self.names.bindings(node)
+            if any(self.scope_of(_binding_node(b)) is scope for b in self.names.bindings(node)
                    if _binding_node(b) is not None):
                 raise Blocked(node.lineno, f"`{node.id}` (with pmap's device axis) is read in another function "
                               "or a lambda, which this fix does not follow")
@@ -145,7 +145,7 @@ class DriverAnalyzer:
         seen: set[int] = set()
         for node in self.module.of_type(ast.Name):
             if isinstance(node.ctx, ast.Load) and self._step_of(node):
-                scope = self._scope_of(node)
+                scope = self.scope_of(node)
                 if isinstance(scope, ast.Lambda):
                     raise Blocked(node.lineno, f"`{node.id}` is called inside a lambda, which this fix does not follow")
                 if id(scope) not in seen:
@@ -161,7 +161,7 @@ class DriverAnalyzer:
             parent = self.module.parent_of(parent)
         return False
 
-    def _scope_of(self, node: ast.AST):
+    def scope_of(self, node: ast.AST):
         parent = self.module.parent_of(node)
         while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                                                              ast.Module, ast.ClassDef)):
@@ -447,7 +447,7 @@ class DriverAnalyzer:
         """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead."""
         producers: list[ast.AST] = [arg]
         if isinstance(arg, ast.Name):
-            scope = self._scope_of(arg)
+            scope = self.scope_of(arg)
             producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
                           and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
             producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)

@@ -11,12 +11,18 @@ import ast
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._meshes import MESH, mesh_kind
+from jaxmigrate.migrate._pjit_sites import PJIT, plan_pjit
+from jaxmigrate.migrate._traced import TracedCode
 from jaxmigrate.migrate._plan import (
     Namer, Plan, Site, Sites, Unprovable, literal_ints, remove_imports_of, resolves, selected,
 )
 
 _CREATE_DEVICE_MESH = frozenset({"jax.experimental.mesh_utils.create_device_mesh"})
-_PJIT = frozenset({"jax.experimental.pjit.pjit", "jax.pjit"})
+# What no analysis of this module can rule out.
+_ELSEWHERE = ("a pjit in another module's code run under it would raise under `jax.set_mesh` (0.10's pjit reads "
+              "`with mesh:`), and flax.linen's partitioning helpers read the old `with mesh:` context")
+# Every name pjit is reached by; the pjit rewrite (JM201) follows the first only.
+PJIT_SPELLINGS = frozenset({PJIT, "jax.pjit", "jax._src.pjit.pjit"})
 
 
 def plan_create_device_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
@@ -124,12 +130,8 @@ def _make_mesh_call(module: ParsedModule, namer: Namer, cdm: ast.Call, mesh_call
 def plan_with_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     out: list[Site] = []
     namer = Namer(module, plan)
-    # In 0.10.2 `pjit` resolves bare PartitionSpecs against `with mesh:` only, and `jit` against
-    # `jax.set_mesh` only (checked at run time): with pjit anywhere in the module, a body might call
-    # it, so the context stays until pjit has become jit (JM2xx).
-    uses_pjit = any(
-        module.names.candidates(n) & _PJIT for n in module.of_type(ast.Name, ast.Attribute)
-    )
+    pjits = _Pjits(module)
+    traced = TracedCode(module)
     for node in module.of_type(ast.With, ast.AsyncWith):
         for item in node.items:
             expr = item.context_expr
@@ -144,17 +146,64 @@ def plan_with_mesh(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]
             try:
                 if item.optional_vars is not None:
                     raise Unprovable("`with mesh as m:` would bind None: `jax.set_mesh(...)` enters as None")
-                if uses_pjit:
-                    raise Unprovable("this module uses pjit, which in JAX 0.10 reads PartitionSpecs' mesh "
-                                     "from `with mesh:` but not from `jax.set_mesh`; migrate pjit to jit first")
                 if kind == "explicit":
                     raise Unprovable("the mesh may have Explicit axes (jax.make_mesh's 0.10 default): "
                                      "`jax.set_mesh` would turn on explicit sharding, `with mesh:` did not")
+                if (why := traced.around(node)) is not None:
+                    raise Unprovable(f"it runs under a JAX trace ({why}), where `jax.set_mesh` raises "
+                                     "(ValueError: `set_mesh` can only be used outside of `jax.jit`)")
+                pjits.check()
                 new = f"{namer.jax()}.set_mesh({module.segment(expr)})"
             except Unprovable as exc:
                 out.append(Site(*pos, False, str(exc)))
                 continue
-            out.append(Site(*pos, True, None))
+            out.append(Site(*pos, True, None, unsafe="; ".join(filter(None, [pjits.unsafe, _ELSEWHERE]))))
             if sites is None or pos in sites:
                 plan.edits.append(Edit(*module.span(expr), new))
+                pjits.into(plan)
     return sorted(out, key=lambda s: (s.line, s.column))
+
+
+class _Pjits:
+    """The module's pjit applications, rewritten to jit with every ``with mesh:`` rewrite or not at
+    all: in 0.10.2 pjit takes bare PartitionSpecs' mesh from ``with mesh:`` only (``get_ctx_mesh(
+    use_resource_env=True)`` reads ``thread_resources``) and raises ``RuntimeError: pjit requires a
+    non-empty mesh in context`` under ``set_mesh``, while jit reads ``set_mesh`` only. Any body may
+    call any of them, so one pjit that cannot become jit keeps every site."""
+
+    def __init__(self, module: ParsedModule) -> None:
+        self.module = module
+        self.plan = Plan()
+        self.block: str | None = None
+        self.unsafe: str | None = None
+        self._added = False
+        refs = [n for n in module.of_type(ast.Name, ast.Attribute)
+                if isinstance(n.ctx, ast.Load) and module.names.candidates(n) & PJIT_SPELLINGS]
+        if not refs:
+            return
+        other = next((r for r in refs if not module.names.candidates(r) <= {PJIT}), None)
+        if other is not None:
+            self.block = (f"`{module.segment(other)}` (line {other.lineno}) is a pjit the pjit rewrite (JM201) "
+                          "does not follow, and 0.10's pjit raises under `jax.set_mesh` (it reads `with mesh:`)")
+            return
+        found = plan_pjit(module, self.plan, None, unsafe=True)
+        kept = next((s for s in found if not s.rewritable), None)
+        if kept is not None:
+            self.block = (f"the pjit at line {kept.line} is not rewritten to jit ({kept.reason}), and 0.10's pjit "
+                          "raises under `jax.set_mesh` (it reads `with mesh:`)")
+            return
+        lines = ", ".join(str(s.line) for s in found)
+        assumptions = "; ".join(dict.fromkeys(f"line {s.line} {s.assumption}" for s in found if s.assumption))
+        self.unsafe = (f"it also rewrites the module's pjit (line {lines}) to jax.jit (JM201), which 0.10 needs "
+                       "under `jax.set_mesh`" + (f"; that rewrite {assumptions}" if assumptions else ""))
+
+    def check(self) -> None:
+        if self.block is not None:
+            raise Unprovable(self.block)
+
+    def into(self, plan: Plan) -> None:
+        if not self._added:
+            self._added = True
+            plan.edits += self.plan.edits
+            plan.add_imports |= self.plan.add_imports
+            plan.remove_imports |= self.plan.remove_imports

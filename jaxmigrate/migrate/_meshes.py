@@ -147,3 +147,53 @@ def visible_meshes(module: ParsedModule, node: ast.AST) -> dict[str, list]:
                 continue  # bound only after the application, in its own scope
             found[name] = bindings
     return found
+
+
+def entered(module: ParsedModule, name: str, bindings: list) -> bool:
+    """Whether some ``with`` of the module enters the mesh ``name`` (these bindings of it)."""
+    ids = {id(b) for b in bindings}
+    for node in module.of_type(ast.With, ast.AsyncWith):
+        for item in node.items:
+            expr = item.context_expr
+            if isinstance(expr, ast.Name) and expr.id == name and {id(b) for b in module.names.bindings(expr)} & ids:
+                return True
+    return False
+
+
+def mesh_axes(module: ParsedModule, bindings: list) -> set[str] | None:
+    """The axis names of the mesh these bindings make, where every one is a literal; else None."""
+    found: set[str] = set()
+    for b in bindings:
+        call = b.value if isinstance(b, ValueBinding) else None
+        if not isinstance(call, ast.Call):
+            return None
+        position = 1
+        names = call.args[position] if len(call.args) > position else next(
+            (k.value for k in call.keywords if k.arg == "axis_names"), None)
+        axes = _strings(names)
+        if axes is None:
+            return None
+        found |= axes
+    return found or None
+
+
+def spec_axes(call: ast.Call) -> set[str] | None:
+    """The axis names a ``PartitionSpec(...)`` call names (None: not all literal)."""
+    found: set[str] = set()
+    for arg in call.args:
+        if isinstance(arg, ast.Constant) and arg.value is None:
+            continue
+        axes = _strings(arg)
+        if axes is None:
+            return None
+        found |= axes
+    return found
+
+
+def _strings(node: ast.AST | None) -> set[str] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [_strings(e) for e in node.elts]
+        return None if any(p is None for p in parts) else set().union(*parts)
+    return None

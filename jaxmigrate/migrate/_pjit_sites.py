@@ -11,9 +11,14 @@ it and compiles with it as the context mesh. Hence the plan, per application:
   (``M`` a name bound once to a mesh with Auto axes; the application inside it, or a local name
   called only inside it): each leaf bound to ``M``, ``NamedSharding(M, leaf)`` /
   ``NamedSharding(M, P())`` (safe);
-* the same leaves where exactly one mesh is in scope but the calls are not all seen under it: the
-  same binding, as an unsafe fix that says what it assumes;
+* the same leaves where exactly one mesh is in scope, entered by some ``with`` of the module, but
+  the calls are not all seen under it: the same binding, as an unsafe fix that says what it
+  assumes (a mesh no ``with`` enters, say one made for a placement, is no evidence);
+* never a binding whose spec names an axis the mesh lacks ("Resource axis: x not found in mesh");
 * anything else is kept, with the reason.
+
+A bare ``jax.jit(...)`` around the pjit, or as its function, is dropped rather than nested
+(``jax.jit(jax.jit(f))``): a jit with no options inside another is the same program.
 
 Three more things were seen to matter on 8 CPU devices with 0.10.2, and are handled: with no
 shardings at all, pjit under a mesh runs on all of its devices (the context mesh is the device
@@ -39,7 +44,9 @@ from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable
-from jaxmigrate.migrate._meshes import check_auto_mesh, scope_bindings, visible_meshes, with_mesh
+from jaxmigrate.migrate._meshes import (
+    check_auto_mesh, entered, mesh_axes, scope_bindings, spec_axes, visible_meshes, with_mesh,
+)
 from jaxmigrate.names import LOCAL, ImportBinding, OpaqueBinding, ValueBinding
 
 PJIT = "jax.experimental.pjit.pjit"
@@ -195,10 +202,12 @@ def _plan(module: ParsedModule, namer: Namer, app: _App) -> str | None:
     mesh, assumption = None, None
     if any(kind != "sharding" for _, kind in leaves):
         mesh, assumption = _mesh(module, app)
+        _check_axes(module, mesh, app.node, [leaf for leaf, kind in leaves if kind == "spec"])
     elif "in_shardings" not in options and "out_shardings" not in options and (under := _called_under(module, app)):
         assumption = (f"assumes its arguments are already on the devices of `{under}`: with no shardings at all, "
                       f"pjit called under `with {under}:` runs on all of them, jit where the arguments are")
     edits.append(Edit(*module.span(app.ref), f"{_jax(module, namer, app.ref)}.jit"))
+    edits += _unnested(module, fun, app)
     for leaf, kind in leaves:
         if kind == "spec":
             edits.append(Edit(*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {module.segment(leaf)})"))
@@ -206,6 +215,24 @@ def _plan(module: ParsedModule, namer: Namer, app: _App) -> str | None:
             spec = namer.sharding("PartitionSpec", "P")
             edits.append(Edit(*module.span(leaf), f"{namer.sharding('NamedSharding')}({mesh}, {spec}())"))
     return assumption
+
+
+def _unnested(module: ParsedModule, fun: ast.AST | None, app: _App) -> list[Edit]:
+    """Edits that drop a bare ``jax.jit(...)`` the rewrite would nest in another: ``pjit(jax.jit(g),
+    ...)`` and ``jax.jit(pjit(g, ...))`` both become ``jax.jit(g, ...)``, not ``jax.jit(jax.jit(...))``
+    (a jit with no options inside another is inlined: the same program)."""
+    out = []
+    for inner, outer in ((fun, None), (None, module.parent_of(app.node))):
+        call = inner if inner is not None else outer
+        if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+                and module.names.candidates(call.func) == {"jax.jit"} and not module.has_comment(call)):
+            continue
+        if outer is not None and call.args[0] is not app.node:
+            continue
+        start, end = module.span(call)
+        arg_start, arg_end = module.span(call.args[0])
+        out += [Edit(start, arg_start, ""), Edit(arg_end, end, "")]
+    return out
 
 
 def _positional(call: ast.Call) -> tuple[ast.expr | None, list[ast.expr]]:
@@ -294,7 +321,30 @@ def _mesh(module: ParsedModule, app: _App) -> tuple[str, str | None]:
                          "`with` around the call enters is only known at run time")
     ((name, bindings),) = visible.items()
     check_auto_mesh(module, name, bindings)
+    if not entered(module, name, bindings):
+        # A mesh no `with` of the module enters (one made for other code, a fix's own mesh for a
+        # replicated placement) is no evidence of the mesh pjit runs under.
+        raise Unprovable(f"its PartitionSpec/None shardings take their mesh from a `with mesh:` around the call; "
+                         f"the one mesh in scope, `{name}`, is entered by no `with` of this module")
     return name, f"assumes {label} is called under `with {name}:` (the one mesh in scope)"
+
+
+def _check_axes(module: ParsedModule, mesh: str, node: ast.AST, specs: list[ast.expr]) -> None:
+    """Refuse a binding that names an axis the mesh does not have ("Resource axis: x not found")."""
+    bindings = [b for b in scope_bindings(module, node, mesh) or visible_meshes(module, node).get(mesh, [])]
+    axes = mesh_axes(module, bindings)
+    if axes is None:
+        return
+    for spec in specs:
+        value = spec
+        if isinstance(spec, ast.Name):
+            found = module.names.bindings(spec)
+            value = found[0].value if len(found) == 1 and isinstance(found[0], ValueBinding) else None
+        named = spec_axes(value) if isinstance(value, ast.Call) else None
+        if named and not named <= axes:
+            missing = ", ".join(f"'{a}'" for a in sorted(named - axes))
+            raise Unprovable(f"`{module.segment(spec)}` names the axis {missing}, which the mesh `{mesh}` it would be "
+                             f"bound to does not have (axes {', '.join(repr(a) for a in sorted(axes))})")
 
 
 def _called_under(module: ParsedModule, app: _App) -> str | None:

@@ -38,14 +38,14 @@ if TYPE_CHECKING:
     from jaxmigrate.migrate._pmap_sites import Application, Axis, PmapOptions
 
 _MAKE_MESH = frozenset({"jax.make_mesh", "jax.sharding.make_mesh"})
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 @dataclass
 class _Mesh:
     name: str
-    statement: str  # the assignment that makes it ("" when the module has it already)
-    before: ast.stmt  # the module-level statement it is inserted before
+    statement: str  # the assignment that makes it, indented ("" when the module has it already)
+    before: ast.AST  # the statement of the driving function it is inserted before
+    key: tuple[int, str]  # the function and the axis it is the mesh of
 
 
 class Rewriter:
@@ -54,7 +54,7 @@ class Rewriter:
     def __init__(self, module: ParsedModule, plan: Plan) -> None:
         self.module = module
         self.plan = plan
-        self.meshes: dict[str, _Mesh] = {}  # by Axis.key
+        self.meshes: dict[tuple[int, str], _Mesh] = {}  # by function and Axis.key
         names = module.names
         # Asked per site, computed once: a scan per site is quadratic in pmap-dense files.
         self._inner_names = {name for s in names.scopes if s is not names.module_scope for name in s.bindings}
@@ -72,8 +72,7 @@ class Rewriter:
         module, options = self.module, app.options
         scratch = Plan()
         namer = Namer(module, scratch)
-        statement = module.top_level(app.node)
-        mesh = self._mesh(options.axis, statement, namer)
+        mesh = self._mesh(options.axis, app.node, namer)
         jax = self._jax_at(app.ref, namer)
         spec = namer.sharding("PartitionSpec", "P")
         axis = module.segment(options.axis.expr) if options.axis.expr is not None else json.dumps(options.axis.key)
@@ -99,7 +98,7 @@ class Rewriter:
             text = _call(f"{jax}.jit", [inner, *jit_kw], multiline and layout)
         self._remove_pmap_imports(scratch)
         # Committed only now that nothing raised: a refused site leaves no import or mesh behind.
-        self.meshes.setdefault(options.axis.key, mesh)
+        self.meshes.setdefault(mesh.key, mesh)
         self.plan.edits.append(Edit(*module.span(app.node), text))
         self.plan.add_imports |= scratch.add_imports
         self.plan.remove_imports |= scratch.remove_imports
@@ -215,29 +214,36 @@ class Rewriter:
 
     # -- the module-level mesh -----------------------------------------------------------------
 
-    def _mesh(self, axis: Axis, statement: ast.stmt, namer: Namer) -> _Mesh:
-        """The mesh of ``axis``: planned already, defined by the module before ``statement``, or new."""
-        known = self.meshes.get(axis.key)
+    def _mesh(self, axis: Axis, node: ast.AST, namer: Namer) -> _Mesh:
+        """The mesh of ``axis`` in the function that builds the step (``_pmap_setting``: never at
+        import): planned already, one the module builds at import anyway, or new, just before the
+        statement of the function's body that applies pmap."""
+        function = self._function_of(node)
+        known = self.meshes.get((id(function), axis.key))
         if known is not None:
             return known
-        existing = self._existing_mesh(axis, statement)
+        existing = self._existing_mesh(axis, self.module.top_level(node))
         if existing is not None:
-            return _Mesh(existing, "", statement)
+            return _Mesh(existing, "", function, (id(function), axis.key))
         jax = self._module_jax(namer)
-        self._check_bound_before(jax, statement)
         text = self.module.segment(axis.expr) if axis.expr is not None else json.dumps(axis.key)
-        root = axis.expr
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and not self._defined_before(root.id, statement):
-            if axis.value is None:
-                raise Unprovable(f"`{root.id}` is bound after its first use with pmap here, so the "
-                                 "module-level mesh cannot name its axis")
-            text = json.dumps(axis.value)
         stem = axis.value if axis.value is not None else axis.key.strip("<>").rpartition(".")[2].lower()
         name = self._mesh_name(stem)
-        return _Mesh(name, f"{name} = {jax}.make_mesh(({jax}.device_count(),), ({text},), "
-                           f"axis_types=({jax}.sharding.AxisType.Auto,))", statement)
+        statement = node
+        while self.module.parent_of(statement) is not function:
+            statement = self.module.parent_of(statement)
+        line = self.module.src.line(statement.lineno)
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        return _Mesh(name, f"{indent}{name} = {jax}.make_mesh(({jax}.device_count(),), ({text},), "
+                           f"axis_types=({jax}.sharding.AxisType.Auto,))", statement, (id(function), axis.key))
+
+    def _function_of(self, node: ast.AST) -> ast.AST:
+        parent = self.module.parent_of(node)
+        while not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if parent is None or isinstance(parent, (ast.Module, ast.ClassDef)):
+                raise Unprovable("pmap is applied at import; the exact rewrite builds its mesh in a function")
+            parent = self.module.parent_of(parent)
+        return parent
 
     def _mesh_name(self, axis: str) -> str:
         if self.module.names.star_imports:
@@ -248,11 +254,6 @@ class Rewriter:
             if name.isidentifier() and name not in taken and self.module.free(name):
                 return name
         raise Unprovable("no free name for the module-level mesh")  # pragma: no cover
-
-    def _check_bound_before(self, name: str, statement: ast.stmt) -> None:
-        if name in self.module.names.module_scope.bindings and not self._defined_before(name, statement):
-            raise Unprovable(f"`{name}` is imported after its first use with pmap here, so the "
-                             "module-level mesh cannot be built before that use")
 
     def _defined_before(self, name: str, statement: ast.stmt) -> bool:
         bindings = self.module.names.module_scope.bindings.get(name, [])
@@ -327,14 +328,13 @@ class Rewriter:
     # -- the meshes, once every application is rendered ---------------------------------------
 
     def finish(self) -> None:
-        """Insert each new mesh just before the first module-level statement that uses it (setup
-        above it, such as ``os.environ["XLA_FLAGS"] = ...``, still runs first)."""
+        """Insert each new mesh on its own line just before the statement that builds the step."""
         newline = self.module.src.newline
         at: dict[int, list[str]] = {}
         for mesh in self.meshes.values():
             if mesh.statement:
-                gap = newline * 2 if isinstance(mesh.before, _DEFS) else ""
-                at.setdefault(self.module.insertion_point(mesh.before), []).append(mesh.statement + newline + gap)
+                offset = self.module.src.line_starts[mesh.before.lineno - 1]
+                at.setdefault(offset, []).append(mesh.statement + newline)
         for offset, texts in at.items():
             self.plan.edits.append(Edit(offset, offset, "".join(texts)))
 

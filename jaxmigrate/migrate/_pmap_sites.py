@@ -74,8 +74,16 @@ class Application:
     span: Span | None = None
     mapped: ast.AST | None = None  # the function pmap maps, when it can be found
     reason: str | None = None
-    options: PmapOptions | None = None  # set when the rewrite is offered
+    options: PmapOptions | None = None  # set when the site's options can be read and spelled
     nested_with: list[Application] = field(default_factory=list)
+    # Why the exact rewrite is not right where the module runs it (``_pmap_setting``); unlike
+    # ``reason``, it does not bar the global view, which builds no mesh at the step.
+    setting: str | None = None
+
+    @property
+    def exact_reason(self) -> str | None:
+        """Why the exact rewrite is not offered here, or None when it is."""
+        return self.reason or self.setting
 
 
 def _axes_literal(node: ast.expr) -> bool:
@@ -154,6 +162,7 @@ class Planner:
                               "a shard_map needs a 2-D mesh; migrate by hand")
             if app.reason is None and app.options is not None:
                 self._check_keyword_calls(app)
+        self._check_setting(apps)
         self._check_rendering(apps)
         for app in apps:
             if app.reason is not None:
@@ -439,13 +448,26 @@ class Planner:
             return f"{statement.module}.{alias.name}"
         return alias.name
 
+    def _check_setting(self, apps: list[Application]) -> None:
+        """Each rewrite must be right where the module runs it (``_pmap_setting``). A step's outputs
+        count as sized by the device count only while that step is rewritten too, so this settles."""
+        from jaxmigrate.migrate._pmap_setting import setting_reason
+
+        changed = True
+        while changed:
+            offered = [a for a in apps if a.exact_reason is None and a.options is not None]
+            changed = False
+            for app in offered:
+                app.setting = setting_reason(self, app, offered)
+                changed = changed or app.setting is not None
+
     def _check_rendering(self, apps: list[Application]) -> None:
         """Render every offered rewrite into a scratch plan: what cannot be spelled here is a reason."""
         from jaxmigrate.migrate._pmap_render import Rewriter
 
         rewriter = Rewriter(self.module, Plan())
         for app in apps:
-            if app.reason is None and app.options is not None:
+            if app.exact_reason is None and app.options is not None:
                 try:
                     rewriter.render(app)
                 except Unprovable as why:

@@ -65,7 +65,7 @@ def rewrite_module(source: str, only: Collection[tuple[int, int]] | None = None)
     if module is None:
         return PmapMigration(source, [])
     apps = planner_of(module).applications()
-    chosen = [a for a in apps if a.reason is None and (only is None or (a.line, a.column) in only)]
+    chosen = [a for a in apps if a.exact_reason is None and (only is None or (a.line, a.column) in only)]
     plan = Plan()
     rewriter = Rewriter(module, plan)
     sites = {}
@@ -106,4 +106,4 @@ def fix_mentions(text: str, mentions: Collection[tuple[int, int]]) -> str:
 def _site(app: Application, rewritten: bool, reason: str | None = None) -> Site:
     if rewritten:
         return Site(app.line, app.column, True, None)
-    return Site(app.line, app.column, False, reason or app.reason or "not selected")
+    return Site(app.line, app.column, False, reason or app.exact_reason or "not selected")

@@ -177,7 +177,7 @@ class _Builder:
         mesh = self._mesh_name()
         for edit in drivers.edits.values():
             self._driver(edit, mesh)
-        self._insert_mesh(mesh, [e.node for e in drivers.edits.values()])
+        self._insert_mesh(mesh, [e.node for e in drivers.edits.values()], drivers.scope_of)
         self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()])
         return self.plan
 
@@ -436,28 +436,41 @@ class _Builder:
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
 
-    def _insert_mesh(self, mesh: str, nodes: list[ast.AST]) -> None:
+    def _insert_mesh(self, mesh: str, nodes: list[ast.AST], scope_of) -> None:
+        """The mesh is built where the driving code runs, never at import of a module that did not
+        already run JAX there: at the top of each driving function, just before the first statement
+        that lays out a value (so a ``jax.distributed.initialize()`` above it still runs first), and
+        at module level only for a script whose own top level drives the step. Every copy is the same
+        mesh (same devices, same axis), so no step compiles twice."""
         if not nodes:
             raise Blocked(1, "no call site lays out the step's arguments")
-        top = [self._top_statement(n) for n in nodes]
-        first = min(top, key=lambda s: s.lineno)
-        decorators = getattr(first, "decorator_list", [])
-        line = min([first.lineno, *(d.lineno for d in decorators)])
-        lines = self.module.text.splitlines(keepends=True)
-        while line > 1 and lines[line - 2].lstrip().startswith("#"):
-            line -= 1
+        firsts: dict[int, tuple[ast.AST, ast.stmt]] = {}
+        for node in nodes:
+            scope = scope_of(node)
+            statement = self._statement_in(node, scope)
+            known = firsts.get(id(scope))
+            if known is None or statement.lineno < known[1].lineno:
+                firsts[id(scope)] = (scope, statement)
         jax = self.namer.jax()
         axis_type = self.namer.sharding("AxisType")
         text = (f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({json.dumps(self.axis)},), "
-                f"axis_types=({axis_type}.Auto,))\n")
-        if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            text += "\n\n"
-        offset = self.module.src.line_starts[line - 1]
-        self.plan.edits.append(Edit(offset, offset, text))
+                f"axis_types=({axis_type}.Auto,))")
+        newline = self.module.src.newline
+        for scope, first in firsts.values():
+            if isinstance(scope, ast.Module):
+                gap = newline * 2 if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
+                offset = self.module.insertion_point(first)
+                self.plan.edits.append(Edit(offset, offset, text + newline + gap))
+            else:
+                line = self.module.src.line(first.lineno)
+                indent = line[: len(line) - len(line.lstrip(" \t"))]
+                offset = self.module.src.line_starts[first.lineno - 1]
+                self.plan.edits.append(Edit(offset, offset, indent + text + newline))
 
-    def _top_statement(self, node: ast.AST) -> ast.stmt:
+    def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
+        """The statement of ``scope``'s own body that ``node`` is part of."""
         current = node
-        while self.module.parent_of(current) is not self.module.tree:
+        while self.module.parent_of(current) is not scope:
             current = self.module.parent_of(current)
         return current
 

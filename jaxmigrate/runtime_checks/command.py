@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from . import old_side
-from .harness import THREEFRY_CHOICES, VerifyUsageError
+from .harness import CONNECT_CHOICES, THREEFRY_CHOICES, VerifyUsageError
 from .harness import verify as run_verify
 from .report import EXIT_FAILED, render
 
@@ -28,6 +28,10 @@ from .report import EXIT_FAILED, render
 @click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
               help="Run each side as N JAX processes on this machine (jax.distributed on 127.0.0.1, gloo "
                    "CPU collectives) and compare every process's outputs and collectives.")
+@click.option("--connect", type=click.Choice(CONNECT_CHOICES), default="before-import", show_default=True,
+              help="With --processes: join the processes before importing the program, or after, as a "
+                   "launcher does (the program's own jax.distributed.initialize() joins them; a program "
+                   "that starts JAX's backend at import then fails).")
 @click.option("--inputs", metavar="FILE.py:FUNCTION",
               help="Function building the entries' arguments, called inside each worker: returns a tuple "
                    "(positional args), a dict (keyword args) or one argument; if it takes a parameter it "
@@ -55,7 +59,7 @@ def verify(
     programs: tuple[Path, ...], entries: tuple[str, ...], devices: int, processes: int, inputs: str | None,
     old_ref: str | None, old_jax: str | None, old_python: str | None, new_python: str | None, timeout: float,
     unreplicate: str | None, threefry_partitionable: str, rtol: float | None, atol: float | None,
-    json_path: Path | None,
+    json_path: Path | None, connect: str,
 ) -> None:
     """Run OLD and NEW side by side on forced CPU devices; compare outputs and collectives.
 
@@ -71,7 +75,8 @@ def verify(
             run = functools.partial(
                 run_verify, old, new, entries, devices=devices, processes=processes, inputs=inputs,
                 new_python=new_python, timeout=timeout, unreplicate=unreplicate,
-                threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol, old_home=old_home,
+                threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol, connect=connect,
+                old_home=old_home,
             )
             report = run(old_python=old_side.python_for(old_jax) if old_jax else old_python)
             pinned = old_side.project_jax(new)

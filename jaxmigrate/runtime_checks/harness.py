@@ -32,6 +32,7 @@ from .report import (
 )
 
 THREEFRY_CHOICES = ("true", "false", "as-is")
+CONNECT_CHOICES = ("before-import", "after-import")
 _WORKER_EXIT_NO_JAX = 4
 _STDERR_TAIL_LINES = 25
 
@@ -224,6 +225,7 @@ def verify(
     rtol: float | None = None,
     atol: float | None = None,
     old_home: str | os.PathLike[str] | None = None,
+    connect: str = "before-import",
 ) -> VerifyReport:
     """Run ``entries`` of both programs on ``devices`` forced CPU devices and compare them.
 
@@ -233,6 +235,10 @@ def verify(
 
     ``old_home`` is the folder the old program belongs to when it is a copy from elsewhere (a git
     revision): its worker runs there and imports the program's neighbours from there.
+    ``connect`` says when the processes join: "before-import" (the harness joins them, then imports
+    the program) or "after-import" (as a launcher does: the program is imported first, and joins
+    when it calls ``jax.distributed.initialize()`` itself, else right after its import; a program
+    that starts JAX's backend at import then fails).
 
     Raises VerifyUsageError for bad arguments; everything that goes wrong while running
     (user code raising, hangs, crashes, no jax) is reported in the result instead.
@@ -249,6 +255,8 @@ def verify(
         raise VerifyUsageError(f"threefry_partitionable must be one of {THREEFRY_CHOICES}")
     if devices < 1:
         raise VerifyUsageError("devices must be at least 1")
+    if connect not in CONNECT_CHOICES:
+        raise VerifyUsageError(f"connect must be one of {CONNECT_CHOICES}")
     if processes < 1:
         raise VerifyUsageError("processes must be at least 1")
     spec = InputsSpec.parse(inputs) if isinstance(inputs, str) else inputs
@@ -257,7 +265,7 @@ def verify(
 
     request = {
         "entries": list(dict.fromkeys(entries)), "devices": devices,
-        "threefry_partitionable": threefry_partitionable,
+        "threefry_partitionable": threefry_partitionable, "connect": connect,
         "inputs": {"file": str(spec.file), "function": spec.function} if spec else None,
     }
     with tempfile.TemporaryDirectory(prefix="jaxmigrate-verify-") as tmp:
@@ -283,6 +291,6 @@ def verify(
     settings = {
         "entries": request["entries"], "inputs": f"{spec.file}:{spec.function}" if spec else None,
         "timeout": timeout, "unreplicate": unreplicate, "threefry_partitionable": threefry_partitionable,
-        "rtol": rtol, "atol": atol,
+        "rtol": rtol, "atol": atol, "connect": connect,
     }
     return VerifyReport(old_report, new_report, entry_reports, devices, settings, processes=processes)

@@ -293,7 +293,7 @@ def _connect(jax, req):
             raise _CannotConnect("jax %s has no CPU collectives across processes (neither "
                                  "jax_cpu_collectives_implementation nor jax_cpu_enable_gloo_collectives)"
                                  % jax.__version__)
-    params = inspect.signature(jax.distributed.initialize).parameters
+    params = inspect.signature(_ORIGINAL_INITIALIZE[0]).parameters
     if "coordinator_bind_address" not in params:
         # Without it the coordinator listens on every interface ([::]:PORT), not on 127.0.0.1 only.
         raise _CannotConnect("jax %s's jax.distributed.initialize has no coordinator_bind_address, so "
@@ -303,16 +303,28 @@ def _connect(jax, req):
               "initialization_timeout": req["init_timeout"]}
     if "cluster_detection_method" in params:  # no Slurm / MPI / TPU detection: the harness says it all
         kwargs["cluster_detection_method"] = "deactivate"
-    jax.distributed.initialize(**kwargs)
+    _ORIGINAL_INITIALIZE[0](**kwargs)
     _CONNECTED.append(req["process_id"])
+
+
+# jax.distributed.initialize as jax defines it, kept before the program's own call is redirected.
+_ORIGINAL_INITIALIZE = []
+
+
+def _redirect_initialize(jax, req, connect):
+    """The program's own ``jax.distributed.initialize()`` joins the harness's processes (its
+    arguments, which name the user's cluster, are not used); a call after that is skipped, as a
+    second call would raise. Called with ``connect`` None, it only says it is skipped."""
+    _ORIGINAL_INITIALIZE.append(jax.distributed.initialize)
     process = "process %d of %d" % (req["process_id"], req["processes"])
 
     def initialize(*args, **kwargs):
+        if connect is not None and not _CONNECTED:
+            connect()
+            return
         sys.stderr.write("jaxmigrate: the program's jax.distributed.initialize() is skipped: the harness "
                          "already connected this process (%s)\n" % process)
 
-    # A multi-process program calls it first thing; a second call would raise ("should only be
-    # called once", or "must be called before any JAX calls": the backend is up by then).
     jax.distributed.initialize = initialize
 
 
@@ -335,22 +347,37 @@ def main(argv):
     result.update(phase="backend", jax_version=jax.__version__, numpy_version=np.__version__)
     threefry = _set_threefry(jax, req.get("threefry_partitionable", "as-is"))
     processes = req.get("processes", 1)
-    if processes > 1:
+    # "before-import": the harness joins the processes, then imports the program (which may use jax at
+    # import). "after-import": as a launcher does, the program is imported first and joins when it
+    # calls jax.distributed.initialize() itself, else right after its import; a program that starts
+    # JAX's backend at import then fails as it would under that launcher.
+    after_import = processes > 1 and req.get("connect") == "after-import"
+    failure = []
+
+    def connect():
         result.update(phase="connect", process_id=req["process_id"])
-        cannot = None
         try:
             _connect(jax, req)
         except _CannotConnect as exc:
-            cannot = str(exc)
+            failure.append(("unsupported", str(exc)))
         except Exception as exc:
-            return _fail(result, "connect-error", "jax.distributed.initialize(coordinator_address=%r, "
-                         "num_processes=%d, process_id=%d) raised %s: %s" % (
-                             req["coordinator"], processes, req["process_id"], type(exc).__name__, exc))
-        if cannot:  # outside the except block: this file's own frames are no evidence
-            return _fail(result, "unsupported", cannot)
-    result.update(device_count=jax.device_count(), local_device_count=jax.local_device_count(),
-                  process_index=jax.process_index(), process_count=jax.process_count(),
-                  platform=jax.devices()[0].platform, threefry_partitionable=threefry)
+            message = "jax.distributed.initialize(coordinator_address=%r, num_processes=%d, process_id=%d) " \
+                "raised %s: %s" % (req["coordinator"], processes, req["process_id"], type(exc).__name__, exc)
+            if after_import and "before any JAX" in str(exc):
+                message += (" (importing %s started JAX's backend before the processes were joined: a launcher "
+                            "that imports it and then calls jax.distributed.initialize() fails the same way)"
+                            % req["program"])
+            failure.append(("connect-error", message))
+        if failure:  # raised from the program's own initialize() call, it stops its import too
+            raise _CannotConnect(failure[0][1])
+
+    if processes > 1:
+        _redirect_initialize(jax, req, connect if after_import else None)
+        if not after_import:
+            try:
+                connect()
+            except _CannotConnect:  # outside the except block: this file's own frames are no evidence
+                return _fail(result, *failure[0])
 
     program = os.path.abspath(req["program"])
     folder = os.path.dirname(program)
@@ -362,7 +389,17 @@ def main(argv):
     try:
         module = _load_module(program, _module_name(program, "jaxmigrate_program"))
     except (Exception, SystemExit) as exc:
+        if failure:
+            return _fail(result, *failure[0])
         return _fail(result, "import-error", "importing %s raised %s: %s" % (program, type(exc).__name__, exc))
+    if after_import and not _CONNECTED:
+        try:
+            connect()
+        except _CannotConnect:
+            return _fail(result, *failure[0])
+    result.update(device_count=jax.device_count(), local_device_count=jax.local_device_count(),
+                  process_index=jax.process_index(), process_count=jax.process_count(),
+                  platform=jax.devices()[0].platform, threefry_partitionable=threefry)
 
     inputs_fn = None
     if req.get("inputs"):

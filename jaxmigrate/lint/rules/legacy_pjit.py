@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
+from jaxmigrate.lint.findings import Blocker
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 
 if TYPE_CHECKING:
@@ -56,12 +57,13 @@ class LegacyPjit(LegacyNameRule):
       axis_types=(Auto, ...))`, legacy `maps.Mesh`): `jax.jit` with `NamedSharding(M, leaf)` /
       `NamedSharding(M, P())`.
     - Unsafe, the message saying what it assumes: the same where no `with` shows the mesh but
-      exactly one is in scope (assumed to be the one the calls run under), or the function is
+      exactly one is in scope and some `with` of the module enters it (assumed to be the one the
+      calls run under: a mesh no `with` enters is no evidence), or the function is
       also used outside its `with`; and no shardings at all where a call runs under `with M:`
       (assumes the arguments are already on `M`'s devices: otherwise pjit runs on all of them and
       jit on one, checked at run time).
     - Kept, the reason after "not rewritten:": leaves computed at run time, several meshes or
-      none, a mesh that may have Explicit axes (pjit then traces with sharding in types), a `with`
+      none, a spec naming an axis the mesh does not have, a mesh that may have Explicit axes (pjit then traces with sharding in types), a `with`
       that may enter another mesh, `device=`/`backend=`, `**kwargs`, pjit used as a value or
       through a variable or a stored `partial`, and a function whose own body reads the context
       mesh (`shard_map` without `mesh=`, `get_abstract_mesh`, `reshard`, a bare `PartitionSpec`
@@ -144,6 +146,10 @@ class LegacyPjit(LegacyNameRule):
             @functools.partial(pjit, in_axis_resources=P("x"))
             def step(x):
                 return x
+
+            def run(x):
+                with mesh:
+                    return step(x)
             """,
             expected="""
             import functools
@@ -154,6 +160,10 @@ class LegacyPjit(LegacyNameRule):
             @functools.partial(jax.jit, in_shardings=NamedSharding(mesh, P("x")))
             def step(x):
                 return x
+
+            def run(x):
+                with mesh:
+                    return step(x)
             """,
         ),
         # Kept: the mesh has no name to bind the PartitionSpec to.
@@ -188,7 +198,9 @@ class LegacyPjit(LegacyNameRule):
         kept = sorted({s.reason for s in apps if s.reason})
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
-        ctx.report(node, message, fix)
+        blockers = tuple(Blocker("rewrite", reason, min(s.line for s in apps if s.reason == reason))
+                         for reason in kept)
+        ctx.report(node, message, fix, blockers=blockers)
 
     def _planned(self, ctx: FileContext) -> list[PjitSite]:
         if self._sites is None:

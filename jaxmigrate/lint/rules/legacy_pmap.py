@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyNameRule, describe
+from jaxmigrate.lint.findings import Blocker
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 
 if TYPE_CHECKING:
@@ -36,35 +37,49 @@ class LegacyPmap(LegacyNameRule):
     ```
 
     ## Use instead
+    The global view: plain `jax.jit` (the `pmean` of per-shard means goes: GSPMD inserts it), and
+    the driving code lays out global arrays on a mesh built where training starts.
     ```python
     import jax
-    from jax.sharding import AxisType, PartitionSpec as P
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
-    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
-    step = jax.jit(jax.shard_map(train_step, mesh=mesh, in_specs=P("batch"), out_specs=P("batch")))
+    step = jax.jit(train_step)
+
+    def train(params, batches):
+        mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+        params = jax.device_put(params, NamedSharding(mesh, P()))
+        for batch in batches:
+            batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch)
+            params = step(params, batch)
     ```
 
     ## Fix safety
-    Unsafe. Each application whose meaning the site shows becomes one expression over public
-    APIs, `jax.jit(jax.shard_map(jax.vmap(f, in_axes=...), mesh=mesh, in_specs=..., out_specs=...,
-    check_vma=False))` (a stack of three decorators for `@pmap`), over one module-level mesh per
-    axis name, `jax.make_mesh((jax.device_count(),), (axis,), axis_types=(AxisType.Auto,))`. The
-    calling convention (a leading device axis on every argument and result) and the collectives
-    inside (`psum`, `pmean`, `all_gather`, `ppermute`, `axis_index`) stay as they were; the test
-    suite runs old and new side by side on 8 CPU devices.
+    Unsafe. With `--unsafe-fixes`, a module whose pmaps and driving code can be proven to mean the
+    same over global arrays moves to the global view (below). Otherwise an application may get
+    the exact rewrite, one expression over public APIs that keeps pmap's calling convention,
+    `jax.jit(jax.shard_map(jax.vmap(f, in_axes=...), mesh=mesh, in_specs=..., out_specs=...,
+    check_vma=False))`, with its mesh built just before it; the test suite runs old and new side
+    by side on 8 CPU devices.
 
-    It is unsafe because the new code holds under one condition the old code did not need: every
-    call maps exactly `jax.device_count()` slices, in a program that runs as one process. pmap
-    sizes its mesh at each call, from the first n devices (n the length of the mapped axis), so
-    the old code also ran on fewer devices; the new code raises then. With several processes
-    (`jax.distributed`), pmap takes each process's own slices and converts them to global arrays
-    (and its results back); `jax.jit` expects global arrays, so each call site would first have to
-    build them (`jax.make_array_from_process_local_data`), and the module-level
-    `jax.device_count()` starts the backend at import, before a later `jax.distributed.initialize()`.
-    In a module that shows several processes (`jax.process_index`, `jax.process_count`,
-    `jax.distributed`, `multihost_utils`), the finding says so.
+    The exact rewrite is offered only where it is right in the setting the module shows
+    (`jaxmigrate/migrate/_pmap_setting.py`); elsewhere the code stays (JAX 0.10 still runs
+    `jax.pmap`) and the finding says why:
+    - not at import: the mesh is built where the step is built, and a mesh at module level
+      starts JAX's backend when the module is imported, so a launcher that imports it and then
+      calls `jax.distributed.initialize()` fails. A pmap applied at module level keeps pmap;
+    - built once: in the program's driver (a function called from `if __name__ == "__main__":`
+      or handed to `app.run`), not in a loop; pmap caches the compiled step by function, a new
+      `jax.jit` object compiles again;
+    - over the device count pmap took from the data: pmap maps over `jax.devices()[:n]`, n the
+      length of the mapped axis, and the mesh spans every device, so every call must pass values
+      shown to have the device count as their mapped axis (`replicate`, `shard`, a reshape to the
+      device count, `device_put_replicated` to every device, a key split into one per device, or
+      the step's own outputs);
+    - in one process: with several (`jax.process_index`, `jax.process_count`, `jax.distributed`,
+      `multihost_utils`), pmap takes and returns each process's own slices and makes them global
+      itself, `jax.jit` over a mesh takes global arrays.
 
-    Not offered (the finding says why): nested pmaps, `devices=`, `backend=`, `axis_size=`,
+    Not offered either (the finding says why): nested pmaps, `devices=`, `backend=`, `axis_size=`,
     `out_axes` with a `None`, options computed at run time, calls of the mapped function with
     keyword arguments (`jax.shard_map` takes positional ones only), pmap passed around as a value.
 
@@ -72,10 +87,11 @@ class LegacyPmap(LegacyNameRule):
     over global arrays moves to the global view instead (`jaxmigrate/migrate/to_global_jit.py`):
     each pmap becomes `jax.jit`, `pmean` of per-shard means and `psum` of per-shard sums go (a
     `psum` of means keeps its factor of the device count), replicate / shard / `x[0]` at the call
-    sites become `jax.device_put` / `jax.make_array_from_process_local_data` on a module-level
-    mesh / nothing. Unsafe: the calling convention changes (no device axis), float reductions
+    sites become `jax.device_put` / `jax.make_array_from_process_local_data` on a mesh built
+    at the top of each driving function (at module level only in a script whose top level drives
+    the step) / nothing. Unsafe: the calling convention changes (no device axis), float reductions
     regroup, and callers in other modules are not seen. Where it cannot be proven, the finding
-    names the line that blocks it and the exact rewrite above is the fix.
+    names the line that blocks it, and the exact rewrite is the fix where it is right.
 
     ## References
     - [Migrating from `jax.pmap`](https://docs.jax.dev/en/latest/migrate_pmap.html)
@@ -117,10 +133,10 @@ class LegacyPmap(LegacyNameRule):
 
     def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
         exact = None
-        if any(app.reason is None for app in self._applications(node, ctx)):
+        if any(app.exact_reason is None for app in self._applications(node, ctx)):
             exact = Fix(
                 Safety.UNSAFE,
-                "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a module-level mesh",
+                "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a mesh built where the step is built",
                 codemod=CODEMOD,
             )
         if self._applications(node, ctx) and _global_view(ctx).possible:
@@ -133,22 +149,18 @@ class LegacyPmap(LegacyNameRule):
     def report(self, node, symbol, shown, ctx, ambiguous=False) -> None:
         message = describe(symbol, shown, ctx, ambiguous)
         apps = self._applications(node, ctx)
-        kept = sorted({app.reason for app in apps if app.reason})
+        kept = sorted({app.exact_reason for app in apps if app.exact_reason})
+        # The same reasons as data: the first line each one is found at.
+        blockers = [Blocker("rewrite", reason, min(app.line for app in apps if app.exact_reason == reason))
+                    for reason in kept]
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
         view = _global_view(ctx) if apps else None
         if view is not None and not view.possible and view.reason not in kept:
             message += f"; global view not possible: {view.blocker}"
+            blockers.append(Blocker("global view", str(view.reason), view.line))
         fix = self.fix_for(symbol, node, ctx)
-        if fix is not None and fix.codemod == CODEMOD and self._planner.multi_process:
-            # The global view makes host-local batches global itself; the exact rewrite does not.
-            message += (
-                f"; this module runs as several processes ({self._planner.multi_process}), and the fix is "
-                "right in one process only: pmap takes and returns each process's own slices (it makes "
-                "them global arrays itself), `jax.jit` over the module-level mesh takes global arrays, "
-                "so every call would have to build them (`jax.make_array_from_process_local_data`)"
-            )
-        ctx.report(node, message, fix)
+        ctx.report(node, message, fix, blockers=tuple(blockers))
 
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""

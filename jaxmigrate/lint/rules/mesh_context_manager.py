@@ -36,11 +36,16 @@ class MeshContextManager(SiteFixes, CatalogueRule):
     ## Fix safety
     Unsafe. `with mesh:` becomes `with jax.set_mesh(mesh):` for a mesh built by `Mesh(...)` or by
     `jax.make_mesh(..., axis_types=<all Auto>)`; bare `PartitionSpec`s in `jit` shardings,
-    `with_sharding_constraint` and `device_put` then resolve against it as before. Unsafe because
-    libraries that read the old resource-env mesh (flax.linen partitioning helpers) do not see
-    `set_mesh`'s, and `set_mesh` raises inside a trace where `with mesh:` did not. Kept: `with mesh
-    as m:`, meshes with Explicit axes or of unknown origin, and every site in a module that still
-    uses `pjit`, which in 0.10.2 reads `with mesh:` and not `set_mesh` (migrate pjit first, JM201).
+    `with_sharding_constraint` and `device_put` then resolve against it as before. JAX 0.10.2's
+    `pjit` is the other way round: it reads `with mesh:` only and raises `RuntimeError: pjit
+    requires a non-empty mesh in context` under `set_mesh`. So in a module that uses pjit (any
+    spelling, `jax._src.pjit` included) the fix also rewrites every pjit to `jax.jit` (JM201), and
+    is offered only when every one of them can be. Kept, with the reason: `with mesh as m:`, meshes
+    with Explicit axes or of unknown origin, a module with a pjit that stays, and a `with` that runs
+    under a trace (in a function that is jitted, pjitted, pmapped, vmapped, grad'ed, scanned, a flax
+    Module method, or called from one), where `set_mesh` raises `ValueError`. Unsafe because code of
+    other modules run under it may still call pjit, and libraries that read the old resource-env
+    mesh (flax.linen partitioning helpers) do not see `set_mesh`'s.
 
     ## References
     - [JAX changelog](https://docs.jax.dev/en/latest/changelog.html)
@@ -108,5 +113,31 @@ class MeshContextManager(SiteFixes, CatalogueRule):
         Invalid(
             "import jax\nfrom jax.sharding import Mesh\nm = Mesh(d, ('x',))\n\ndef run():\n"
             "    with m, open('log'):\n        pass\n"
+        ),        Invalid(
+            """
+            import jax
+            from jax.experimental.pjit import pjit
+            from jax.sharding import Mesh, PartitionSpec as P
+
+            mesh = Mesh(jax.devices(), ('x',))
+            with mesh:
+                y = pjit(f, in_shardings=P('x'))(x)
+            """,
+            expected="""
+            import jax
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+            mesh = Mesh(jax.devices(), ('x',))
+            with jax.set_mesh(mesh):
+                y = jax.jit(f, in_shardings=NamedSharding(mesh, P('x')))(x)
+            """,
+        ),
+        Invalid(  # a pjit the jit rewrite does not follow: no fix
+            "import jax\nfrom jax._src.pjit import pjit\nfrom jax.sharding import Mesh\n"
+            "mesh = Mesh(jax.devices(), ('x',))\nwith mesh:\n    y = pjit(f)(x)\n"
+        ),
+        Invalid(  # under a trace, where set_mesh raises: no fix
+            "import jax\nfrom jax.sharding import Mesh\nmesh = Mesh(jax.devices(), ('x',))\n\n"
+            "@jax.jit\ndef f(x):\n    with mesh:\n        return x\n"
         ),
     ]

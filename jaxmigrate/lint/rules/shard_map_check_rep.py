@@ -3,6 +3,7 @@ import ast
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyKeywordRule, describe
+from jaxmigrate.lint.findings import Blocker
 from jaxmigrate.lint.rule import Edit, Fix, Invalid, Safety, Valid
 from jaxmigrate.names import PARTIAL
 
@@ -78,8 +79,9 @@ class ShardMapCheckRep(LegacyKeywordRule):
         message = describe(symbol, shown, ctx, ambiguous)
         callees = self._callees(ctx)
         fix = None
+        reason = None
         if any(kw.arg == "check_vma" for kw in self._call.keywords):
-            message += "; not rewritten: `check_vma=` is given too"
+            reason = "`check_vma=` is given too"
         elif callees == {MODERN}:
             start = ctx.source.offset(node.lineno, node.col_offset)
             fix = Fix(Safety.SAFE, "rename to `check_vma=`", (Edit(start, start + len("check_rep"), "check_vma"),))
@@ -87,8 +89,11 @@ class ShardMapCheckRep(LegacyKeywordRule):
             message += ("; not rewritten alone: the JM305 fix renames it where it moves the call to "
                         "`jax.shard_map` (the experimental wrapper only takes `check_rep`)")
         else:
-            message += "; not rewritten: the callee may be either shard_map, or a local function"
-        ctx.report(node, message, fix)
+            reason = "the callee may be either shard_map, or a local function"
+        if reason is not None:
+            message += f"; not rewritten: {reason}"
+        blockers = (Blocker("rewrite", reason, node.lineno),) if reason else ()
+        ctx.report(node, message, fix, blockers=blockers)
 
     def _callees(self, ctx: FileContext) -> set[str]:
         targets = ctx.names.resolve(self._call.func)

@@ -1,0 +1,302 @@
+"""Whether the exact pmap rewrite is right where the pmap runs, or the reason it is not.
+
+``jax.jit(jax.shard_map(jax.vmap(f), mesh=mesh, ...))`` needs a mesh when the step is built, and
+over that mesh it means what pmap meant only in a narrower setting than pmap ran in. JAX 0.10's
+pmap (``jax/_src/pmap.py``) still runs, so where the module does not show that setting the code
+stays and the finding says why. The rewrite is right when:
+
+* **nothing runs at import**: the pmap is applied inside a function, so the mesh is built there.
+  A mesh at module level starts JAX's backend when the module is imported, and a launcher that
+  imports it before ``jax.distributed.initialize()`` then fails;
+* **the step is built once**: that function is the program's driver (called by the module's
+  ``if __name__ == "__main__":`` block or handed to ``app.run``) and the pmap is not inside a loop.
+  pmap caches its compiled step by function, so building it again compiled nothing; a new
+  ``jax.jit`` object compiles again;
+* **over the device count pmap took from the data**: pmap maps over ``jax.devices()[:n]``, n the
+  length of the mapped axis; the mesh spans every device. Each call of the step in that function
+  passes values whose mapped axis is shown to be the device count (made by ``replicate``,
+  ``shard``, a reshape to the device count, ``device_put_replicated`` to every device, a split of a
+  key into one per device, or the step's own outputs);
+* **in one process**: with several, pmap takes and returns each process's own slices and makes
+  them global itself; ``jax.jit`` takes global arrays.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from jaxmigrate.migrate._global_calls import _head_and_tail
+from jaxmigrate.core.flow import ancestors
+from jaxmigrate.names import ValueBinding
+
+if TYPE_CHECKING:
+    from jaxmigrate.migrate._pmap_sites import Application, Planner
+
+AT_IMPORT = ("the exact rewrite needs a mesh where the step is built, here at import: building one there starts "
+             "JAX's backend, and a launcher that imports this module before `jax.distributed.initialize()` "
+             "then fails; JAX 0.10 still runs `jax.pmap` (the global view is the migration)")
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+_DEVICE_COUNTS = frozenset({"jax.local_device_count", "jax.device_count"})
+_ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
+_SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
+                                "flax.training.common_utils.shard_prng_key"})
+_APP_RUN = frozenset({"absl.app.run"})
+_TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
+
+
+def setting_reason(planner: Planner, app: Application, apps: list[Application]) -> str | None:
+    """Why the exact rewrite of ``app`` is not right in the setting the module shows, or None."""
+    if planner.multi_process:
+        return (f"this module runs as several processes ({planner.multi_process}): pmap takes and returns "
+                "each process's own slices and makes them global itself, `jax.jit` over a mesh takes global "
+                "arrays; the exact rewrite is right in one process only")
+    module = planner.module
+    # A decorator is applied where its def stands, so the search starts at the def.
+    driver = _enclosing_function(module, app.mapped if app.kind == "decorator" else app.node)
+    if driver is None:
+        return AT_IMPORT
+    inside = _loop_between(module, app.node, driver)
+    if inside is not None:
+        return (f"pmap is applied inside a loop or lambda (line {inside.lineno}): each pass would build and "
+                "compile a new `jax.jit` step, where pmap's cache compiled it once")
+    if not _driven_once(planner, driver):
+        return (f"the step is built in `{driver.name}`, which is not shown to run once (only a call from "
+                "`if __name__ == \"__main__\":` or `app.run` shows it): each call would compile the step again, "
+                "where pmap's cache compiled it once")
+    return _DeviceAxis(planner, driver, apps).reason(app)
+
+
+def _enclosing_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    parent = module.parent_of(node)
+    while parent is not None and not isinstance(parent, (*_FUNCTIONS, ast.ClassDef, ast.Module)):
+        parent = module.parent_of(parent)
+    return parent if isinstance(parent, _FUNCTIONS) and isinstance(module.parent_of(parent), ast.Module) else None
+
+
+def _loop_between(module, node: ast.AST, function: ast.AST) -> ast.AST | None:
+    parent = module.parent_of(node)
+    while parent is not None and parent is not function:
+        if isinstance(parent, _LOOPS):
+            return parent
+        parent = module.parent_of(parent)
+    return None
+
+
+def _driven_once(planner: Planner, driver: ast.FunctionDef) -> bool:
+    """Every use of the driver's name is a call (or ``app.run(driver)``) in the module's
+    ``if __name__ == "__main__":`` block, outside any loop, and there is one."""
+    module = planner.module
+    uses = [n for _, n in module.names_at.get(driver.name, ()) if isinstance(n.ctx, ast.Load)
+            and any(getattr(b, "node", None) is driver for b in module.names.bindings(n))]
+    if not uses:
+        return False
+    for use in uses:
+        block = _main_block(module, use)
+        if block is None or _loop_between(module, use, block) is not None:
+            return False
+        parent = module.parent_of(use)
+        called = isinstance(parent, ast.Call) and parent.func is use
+        run = isinstance(parent, ast.Call) and use in parent.args and \
+            module.names.candidates(parent.func) <= _APP_RUN and module.names.candidates(parent.func)
+        if not (called or run):
+            return False
+    return True
+
+
+def _main_block(module, node: ast.AST) -> ast.If | None:
+    top = module.top_level(node)
+    test = top.test if isinstance(top, ast.If) else None
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" \
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value == "__main__" and isinstance(test.ops[0], ast.Eq):
+        return top
+    return None
+
+
+class _DeviceAxis:
+    """Which values of the driver are shown to have the device count as their leading axis."""
+
+    def __init__(self, planner: Planner, driver: ast.FunctionDef, apps: list[Application]) -> None:
+        self.apps = apps
+        self.module = planner.module
+        self.names = planner.module.names
+        self.driver = driver
+
+    def reason(self, app: Application) -> str | None:
+        calls = self._calls(app)
+        if isinstance(calls, str):
+            return calls
+        axis_of = _mapped_positions(app)
+        for call in calls:
+            if any(isinstance(a, ast.Starred) for a in call.args) or call.keywords:
+                return f"the step is called with `*args` or keywords (line {call.lineno}); its mapped sizes cannot be read"
+            for position, arg in enumerate(call.args):
+                axis = axis_of(position)
+                if axis == -1:
+                    return (f"argument {position + 1} of the call at line {call.lineno} is mapped on an axis "
+                            "other than its first; its size is not followed")
+                if axis == 0 and not self.sized(arg, set()):
+                    return (f"argument {position + 1} of the call at line {call.lineno} "
+                            f"(`{self.module.segment(arg)}`) is not shown to have the device count as its "
+                            "mapped axis: pmap maps over as many devices as that axis is long, the rewrite "
+                            "over every device")
+        return None
+
+    def _calls(self, app: Application) -> list[ast.Call] | str:
+        """The calls of the step ``app`` makes, all in the driver; a reason when it escapes."""
+        parent = self.module.parent_of(app.node)
+        if app.kind == "call" and isinstance(parent, ast.Call) and parent.func is app.node:
+            return [parent]
+        if app.kind == "call" and isinstance(parent, ast.Assign) and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0], ast.Name):
+            name, bound = parent.targets[0].id, lambda b: isinstance(b, ValueBinding) and b.value is app.node
+        elif app.kind == "decorator" and isinstance(app.mapped, _FUNCTIONS):
+            name, bound = app.mapped.name, lambda b: getattr(b, "node", None) is app.mapped
+        else:
+            return "the step is used other than by direct calls in the function that builds it"
+        calls = []
+        for _, use in self.module.names_at.get(name, ()):
+            if not isinstance(use.ctx, ast.Load) or not any(bound(b) for b in self.names.bindings(use)):
+                continue
+            parent = self.module.parent_of(use)
+            if not (isinstance(parent, ast.Call) and parent.func is use):
+                return (f"the step is used other than by a direct call (line {use.lineno}); the sizes it is "
+                        "called with cannot be followed")
+            calls.append(parent)
+        return calls or "the step is never called where it is built"
+
+    def sized(self, node: ast.expr, seen: set[int]) -> bool:
+        """``node`` has the device count as its leading axis."""
+        if isinstance(node, ast.Name):
+            if id(node) in seen:
+                return False
+            seen.add(id(node))
+            reaching = self._reaching(node)
+            return bool(reaching) and all(self._binding_sized(binding, seen) for binding in reaching)
+        if not isinstance(node, ast.Call):
+            return False
+        if self._is_step_call(node):
+            return True
+        qualified = self.names.qualified_name(node.func)
+        if qualified in _SIZED_BY_ARGUMENT and len(node.args) == 1 and not node.keywords:
+            return True
+        if qualified == "jax.device_put_replicated" and len(node.args) == 2 and not node.keywords:
+            return self._all_devices(node.args[1])
+        if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords:
+            return self.device_count(node.args[1])
+        if qualified == "jax.device_put" and node.args:  # placed as it is: the axis stays
+            return self.sized(node.args[0], seen)
+        if qualified in _TREE_MAPS and len(node.args) == 2 and isinstance(node.args[0], ast.Lambda):
+            return self._leading(node.args[0].body)
+        return self._leading(node)
+
+    def _leading(self, node: ast.expr) -> bool:
+        """A reshape or broadcast whose new shape starts with the device count (as the tool's own
+        replicate rewrite writes it: ``np.broadcast_to(x, (jax.local_device_count(), *np.shape(x)))``)."""
+        if not isinstance(node, ast.Call) or not node.args:
+            return False
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
+            args = node.args
+        elif self.names.qualified_name(node.func) in _BROADCASTS and len(node.args) == 2:
+            args = node.args[1:]
+        else:
+            return False
+        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
+        head = _head_and_tail(shape)
+        first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
+        return bool(first) and self.device_count(first[0])
+
+    def _reaching(self, use: ast.Name) -> list:
+        """The bindings of ``use``'s name that can reach it: the last assignment before it on its
+        path, and those later in a loop around both (``w = step(w, x)``); none when a binding is
+        not an assignment of the driver or the last one sits in a branch the use is not on."""
+        statements = {}
+        for binding in self.names.bindings(use):
+            statement = self._statement_of(binding)
+            if statement is None or not self._in_driver(statement):
+                return []
+            statements[id(statement)] = (statement, binding)
+        start = self.module.span(use)[0]
+        before = [item for item in statements.values() if self.module.span(item[0])[1] <= start]
+        if not before:
+            return []
+        last, binding = max(before, key=lambda item: self.module.span(item[0])[0])
+        around = ancestors(self.module, use)
+        if not any(self.module.parent_of(last) is n for n in around):
+            return []
+        loops = [n for n in around if isinstance(n, _LOOPS)]
+        later = [b for statement, b in statements.values() if self.module.span(statement)[0] > start
+                 and any(loop in ancestors(self.module, statement) for loop in loops)]
+        return [binding, *later]
+
+    def _statement_of(self, binding) -> ast.stmt | None:
+        if isinstance(binding, ValueBinding):
+            statement = self.module.parent_of(binding.value)
+            return statement if isinstance(statement, ast.Assign) else None
+        target = getattr(binding, "node", None)
+        unpacked = self.module.parent_of(target) if isinstance(target, ast.Name) else None
+        statement = self.module.parent_of(unpacked) if isinstance(unpacked, (ast.Tuple, ast.List)) else None
+        return statement if isinstance(statement, ast.Assign) and unpacked in statement.targets else None
+
+    def _binding_sized(self, binding, seen: set[int]) -> bool:
+        if isinstance(binding, ValueBinding):
+            return self._in_driver(binding.value) and self.sized(binding.value, seen)
+        # `state, metrics = step(state, batch)`: an element of the step's outputs keeps the device axis.
+        target = getattr(binding, "node", None)
+        unpacked = self.module.parent_of(target) if isinstance(target, ast.Name) else None
+        statement = self.module.parent_of(unpacked) if isinstance(unpacked, (ast.Tuple, ast.List)) else None
+        return isinstance(statement, ast.Assign) and unpacked in statement.targets and self._in_driver(statement) \
+            and isinstance(statement.value, ast.Call) and self._is_step_call(statement.value)
+
+    def _is_step_call(self, call: ast.Call) -> bool:
+        """A call of one of the module's pmapped steps whose outputs all have the device axis first."""
+        if not isinstance(call.func, ast.Name):
+            return False
+        bindings = self.names.bindings(call.func)
+        for other in self.apps:
+            if other.options.out_axes is not None:
+                continue
+            if other.kind == "call" and any(isinstance(b, ValueBinding) and b.value is other.node for b in bindings):
+                return True
+            if other.kind == "decorator" and any(getattr(b, "node", None) is other.mapped for b in bindings):
+                return True
+        return False
+
+    def device_count(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Call):
+            return not node.args and not node.keywords and self.names.qualified_name(node.func) in _DEVICE_COUNTS
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.device_count(bindings[0].value)
+        return False
+
+    def _all_devices(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and not node.args and not node.keywords \
+            and self.names.qualified_name(node.func) in _ALL_DEVICES
+
+    def _in_driver(self, node: ast.AST) -> bool:
+        return _enclosing_function(self.module, node) is self.driver
+
+
+def _mapped_positions(app: Application):
+    """The axis argument k is mapped on: 0, None (broadcast or static), or -1 (another axis, or a
+    tree of axes: its size is not followed)."""
+    options = app.options
+    in_axes = options.in_axes
+    static = set(options.static)
+
+    def axis(position: int) -> int | None:
+        if position in static:
+            return None
+        element = in_axes
+        if isinstance(in_axes, (ast.Tuple, ast.List)):
+            element = in_axes.elts[position] if position < len(in_axes.elts) else None
+        if element is None:
+            return 0
+        if isinstance(element, ast.Constant) and element.value in (None, 0) and type(element.value) is not bool:
+            return element.value
+        return -1
+    return axis
