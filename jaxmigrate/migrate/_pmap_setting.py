@@ -134,7 +134,7 @@ class _DeviceAxis:
                 axis = axis_of(position)
                 if axis == -1:
                     return (f"argument {position + 1} of the call at line {call.lineno} is mapped on an axis "
-                            "other than its first; its size is not followed")
+                            "other than its first, or by a tree of axes; its size is not followed")
                 if axis == 0 and not self.sized(arg, set()):
                     return (f"argument {position + 1} of the call at line {call.lineno} "
                             f"(`{self.module.segment(arg)}`) is not shown to have the device count as its "
