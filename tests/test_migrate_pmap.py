@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from jaxmigrate.migrate.pmap_to_shard_map import fix, rewrite_module
+from pmap_driver import driven, line_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "pmap_to_shard_map"
 CASES = sorted(p.name.removesuffix(".in.py") for p in FIXTURES.glob("*.in.py"))
@@ -62,20 +63,6 @@ def _rewrite(code: str):
     return rewrite_module(textwrap.dedent(code))
 
 
-def _driven(body: str, head: str = "import jax\n", indent: str = "    ", newline: str = "\n") -> str:
-    """A program whose driver ``main`` (called once from ``__main__``) starts with ``x``, one slice
-    per device, then runs ``body``: where the exact rewrite is offered (``_pmap_setting``)."""
-    lines = ["x = jax.numpy.ones(jax.device_count() * 2).reshape((jax.device_count(), 2))",
-             *textwrap.dedent(body).splitlines()]
-    main = "".join(f"{indent}{line}{newline}" if line else newline for line in lines)
-    return (f"{head}{newline}{newline}def main():{newline}{main}{newline}{newline}"
-            f"if __name__ == \"__main__\":{newline}{indent}main(){newline}")
-
-
-def _line_of(text: str, start: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if line.strip().startswith(start))
-
-
 @pytest.mark.parametrize(
     "code",
     [
@@ -93,29 +80,29 @@ def test_untouched(code):
 
 
 def test_only_rewrites_the_selected_sites_and_reuses_the_mesh():
-    code = _driven("a = jax.pmap(f, 'i')\nb = jax.pmap(g, 'i')\nreturn a(x), b(x)\n")
-    a, b = (_line_of(code, "a ="), 9), (_line_of(code, "b ="), 9)
+    code = driven("a = jax.pmap(f, 'i')\nb = jax.pmap(g, 'i')\nreturn a(x), b(x)\n")
+    a, b = (line_of(code, "a ="), 9), (line_of(code, "b ="), 9)
     first = rewrite_module(code, only={a})
     assert [s.rewritable for s in first.sites] == [True, False]
     assert first.sites[1].reason == "not selected"
     assert "    b = jax.pmap(g, 'i')" in first.text
     # The second pass finds the mesh the first one wrote in the driver, and uses it rather than
     # making another.
-    second = rewrite_module(first.text, only={(_line_of(first.text, "b ="), 9)})
+    second = rewrite_module(first.text, only={(line_of(first.text, "b ="), 9)})
     assert second.text.count("make_mesh") == 1
     assert "    b = jax.jit(jax.shard_map(jax.vmap(g), mesh=mesh, in_specs=P('i'), out_specs=P('i'), check_vma=False))" in _unbroken(second.text)
     assert fix(code, {a, b}) == rewrite_module(code).text
 
 
 def test_positions_count_characters_not_bytes():
-    code = _driven('return "é" and jax.pmap(f, "i")(x)\n')
+    code = driven('return "é" and jax.pmap(f, "i")(x)\n')
     result = rewrite_module(code)
-    assert [(s.line, s.column, s.rewritable) for s in result.sites] == [(_line_of(code, "return"), 20, True)]
+    assert [(s.line, s.column, s.rewritable) for s in result.sites] == [(line_of(code, "return"), 20, True)]
     assert 'return "é" and jax.jit(jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("i"),' in _unbroken(result.text)
 
 
 def test_keeps_crlf_newlines_and_two_space_indentation():
-    code = _driven("step = jax.pmap(\n  g,\n  axis_name='i',\n)\nreturn step(x)\n",
+    code = driven("step = jax.pmap(\n  g,\n  axis_name='i',\n)\nreturn step(x)\n",
                    head="import jax\r\n\r\n\r\ndef g(x):\r\n  return x\r\n", indent="  ", newline="\r\n")
     result = rewrite_module(code)
     assert result.sites[0].rewritable
@@ -161,7 +148,7 @@ def test_the_mesh_goes_after_the_drivers_setup_and_above_the_comments_and_decora
 
 
 def test_a_mesh_of_another_shape_is_not_reused_nor_rebound():
-    code = _driven("step = jax.pmap(f, 'i')\nreturn step(x)\n", head="import jax\n\nmesh = jax.make_mesh((4,), ('i',))\n")
+    code = driven("step = jax.pmap(f, 'i')\nreturn step(x)\n", head="import jax\n\nmesh = jax.make_mesh((4,), ('i',))\n")
     text = _unbroken(rewrite_module(code).text)
     assert "\nmesh = jax.make_mesh((4,), ('i',))\n" in text
     assert "    i_mesh = jax.make_mesh((jax.device_count(),), ('i',), axis_types=(jax.sharding.AxisType.Auto,))" in text
@@ -169,20 +156,20 @@ def test_a_mesh_of_another_shape_is_not_reused_nor_rebound():
 
 
 def test_an_axis_name_constant_is_kept_by_name():
-    code = _driven("step = jax.pmap(f, axis_name=AXIS)\nreturn step(x)\n", head='import jax\n\nAXIS = "batch"\n')
+    code = driven("step = jax.pmap(f, axis_name=AXIS)\nreturn step(x)\n", head='import jax\n\nAXIS = "batch"\n')
     text = _unbroken(rewrite_module(code).text)
     assert "    mesh = jax.make_mesh((jax.device_count(),), (AXIS,)," in text
     assert "in_specs=P(AXIS), out_specs=P(AXIS)" in text
 
 
 def test_an_unnamed_pmap_keeps_the_internal_axis_name_when_the_module_uses_it():
-    code = _driven('step = jax.pmap(lambda x: jax.lax.psum(x, "_internal_pmap_axis_name"))\nreturn step(x)\n')
+    code = driven('step = jax.pmap(lambda x: jax.lax.psum(x, "_internal_pmap_axis_name"))\nreturn step(x)\n')
     assert '("_internal_pmap_axis_name",)' in rewrite_module(code).text
-    assert '("devices",)' in rewrite_module(_driven("return jax.pmap(f)(x)\n")).text
+    assert '("devices",)' in rewrite_module(driven("return jax.pmap(f)(x)\n")).text
 
 
 def test_static_arguments_are_jits_and_pass_shard_map_and_vmap_untouched():
-    code = _driven("step = jax.pmap(f, 'i', static_broadcasted_argnums=1)\nreturn step(x, 2, x)\n",
+    code = driven("step = jax.pmap(f, 'i', static_broadcasted_argnums=1)\nreturn step(x, 2, x)\n",
                    head="import jax\n\n\ndef f(x, n, y):\n    return x * n + y\n")
     assert ("    step = jax.jit(jax.shard_map(jax.vmap(f, in_axes=(0, None, 0)), mesh=mesh, "
             "in_specs=(P('i'), None, P('i')), out_specs=P('i'), check_vma=False), static_argnums=1)"
@@ -213,7 +200,7 @@ def test_jax_bound_to_something_else_blocks_the_rewrite():
 
 
 def test_functools_alias_is_reused():
-    code = _driven("@jax.pmap\ndef step(x):\n    return x\n\nreturn step(x)\n", head="import functools as ft\nimport jax\n")
+    code = driven("@jax.pmap\ndef step(x):\n    return x\n\nreturn step(x)\n", head="import functools as ft\nimport jax\n")
     result = rewrite_module(code)
     assert "@ft.partial(jax.shard_map, mesh=mesh," in _unbroken(result.text)
     assert "import functools\n" not in result.text and "from functools" not in result.text
@@ -256,7 +243,7 @@ def test_an_axis_name_that_may_differ_at_module_level_blocks_the_rewrite(code):
 
 
 def test_a_multi_line_call_keeps_its_own_continuation_indent():
-    code = _driven("p = jax.pmap(\n      step, donate_argnums=(0,), axis_name='i')\nreturn p(x)\n", indent="  ")
+    code = driven("p = jax.pmap(\n      step, donate_argnums=(0,), axis_name='i')\nreturn p(x)\n", indent="  ")
     text = rewrite_module(code).text
     assert ("  p = jax.jit(\n        jax.shard_map(\n              jax.vmap(step),\n              mesh=mesh,\n"
             "              in_specs=P('i'),\n              out_specs=P('i'),\n              check_vma=False,\n"
@@ -264,7 +251,7 @@ def test_a_multi_line_call_keeps_its_own_continuation_indent():
 
 
 def test_jax_imported_in_a_function_only_is_imported_at_module_level_for_the_mesh():
-    code = _driven("return jax.pmap(g, 'i')(x)\n", head="")
+    code = driven("return jax.pmap(g, 'i')(x)\n", head="")
     code = code.replace("def main():\n", "def main():\n    import jax\n")
     text = _unbroken(rewrite_module(code).text)
     assert text.startswith("import jax\n")

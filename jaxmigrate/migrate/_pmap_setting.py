@@ -83,12 +83,13 @@ def _loop_between(module, node: ast.AST, function: ast.AST) -> ast.AST | None:
 
 
 def _driven_once(planner: Planner, driver: ast.FunctionDef) -> bool:
-    """Every use of the driver's name is a call (or ``app.run(driver)``) in the module's
-    ``if __name__ == "__main__":`` block, outside any loop, and there is one."""
+    """The one use of the driver's name is a call (or ``app.run(driver)``) in the module's
+    ``if __name__ == "__main__":`` block, outside any loop. (Run twice, the driver would build and
+    compile a new `jax.jit` step each time, where pmap's cache compiled it once.)"""
     module = planner.module
     uses = [n for _, n in module.names_at.get(driver.name, ()) if isinstance(n.ctx, ast.Load)
             and any(getattr(b, "node", None) is driver for b in module.names.bindings(n))]
-    if not uses:
+    if len(uses) != 1:
         return False
     for use in uses:
         block = _main_block(module, use)
@@ -168,11 +169,13 @@ class _DeviceAxis:
     def sized(self, node: ast.expr, seen: set[int]) -> bool:
         """``node`` has the device count as its leading axis."""
         if isinstance(node, ast.Name):
-            bindings = self.names.bindings(node)
+            bindings = self._reaching(node)
             if id(node) in seen or not bindings:
                 return False
             seen.add(id(node))
             return all(self._binding_sized(binding, seen) for binding in bindings)
+        if isinstance(node, (ast.Tuple, ast.List)):  # a tree mapped on axis 0: each of its leaves
+            return bool(node.elts) and all(self.sized(element, seen) for element in node.elts)
         if not isinstance(node, ast.Call):
             return False
         if self._is_step_call(node):
@@ -190,6 +193,42 @@ class _DeviceAxis:
             first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
             return bool(first) and self.device_count(first[0])
         return False
+
+    def _reaching(self, use: ast.Name) -> list:
+        """The bindings of ``use`` that may reach it: a binding is left out when an assignment of
+        the name in a statement of the driver's body, run unconditionally, comes between it and the
+        statement of the use (``params = replicate(params)`` hides the unreplicated ``params``)."""
+        bindings = self.names.bindings(use)
+        at = self._statement_index(use)
+        kills = [self._statement_index(b) for b in bindings if self._assigned_unconditionally(b)]
+        return [b for b in bindings if not any(self._statement_index(b) < k < at for k in kills)]
+
+    def _anchor(self, binding) -> ast.AST | None:
+        return binding.value if isinstance(binding, ValueBinding) else getattr(binding, "node", None)
+
+    def _statement_index(self, node) -> int:
+        """The index in the driver's body of the statement holding ``node`` (a node or a binding);
+        -1 for the driver's parameters and anything outside it."""
+        node = node if isinstance(node, ast.AST) else self._anchor(node)
+        while node is not None and self.module.parent_of(node) is not self.driver:
+            node = self.module.parent_of(node)
+        body = self.driver.body
+        return next((i for i, statement in enumerate(body) if statement is node), -1)
+
+    def _assigned_unconditionally(self, binding) -> bool:
+        """``binding`` is made by an assignment (``x = ...``, ``x, y = ...``) that is itself a
+        statement of the driver's body."""
+        anchor = self._anchor(binding)
+        parent = self.module.parent_of(anchor) if anchor is not None else None
+        if isinstance(binding, ValueBinding):
+            statement = parent
+        elif isinstance(anchor, ast.Name) and isinstance(parent, (ast.Tuple, ast.List)):
+            statement = self.module.parent_of(parent)
+            if not (isinstance(statement, ast.Assign) and parent in statement.targets):
+                return False
+        else:
+            return False
+        return isinstance(statement, (ast.Assign, ast.AnnAssign)) and self.module.parent_of(statement) is self.driver
 
     def _binding_sized(self, binding, seen: set[int]) -> bool:
         if isinstance(binding, ValueBinding):
