@@ -24,6 +24,9 @@ def _site(code: str):
                      id="rebound by a replicate, then by the step in a loop"),
         pytest.param("return step(x, (x, x))\n", id="a tuple of sized values"),
         pytest.param("state, metrics = step(x, x)\nreturn step(state, metrics)\n", id="the step's outputs"),
+        pytest.param("n = jax.local_device_count()\n"
+                     "params = jax.tree.map(lambda p: jax.numpy.broadcast_to(p, (n, *p.shape)), {'w': x[0]})\n"
+                     "return step(params, x)\n", id="broadcast leaf by leaf to the device count"),
         pytest.param("keys = jax.random.split(jax.random.PRNGKey(0), jax.local_device_count())\nreturn step(x, keys)\n",
                      id="a key per device"),
     ],
@@ -39,6 +42,8 @@ def test_values_shown_to_have_one_slice_per_device_let_the_rewrite_through(body)
                      "return step(params, x)\n", "argument 1 of the call at line 10 (`params`)",
                      id="replicated on one path only"),
         pytest.param("return step(x, (x, 1.0))\n", "argument 2", id="a tuple with an unsized leaf"),
+        pytest.param("return step(x, jax.tree.map(lambda p: jax.numpy.broadcast_to(p, (2, *p.shape)), x))\n",
+                     "argument 2", id="broadcast to 2"),
         pytest.param("return step(x, jax.numpy.ones((2, 3)))\n", "is not shown to have the device count",
                      id="two slices"),
     ],

@@ -15,8 +15,9 @@ stays and the finding says why. The rewrite is right when:
 * **over the device count pmap took from the data**: pmap maps over ``jax.devices()[:n]``, n the
   length of the mapped axis; the mesh spans every device. Each call of the step in that function
   passes values whose mapped axis is shown to be the device count (made by ``replicate``,
-  ``shard``, a reshape to the device count, ``device_put_replicated`` to every device, a split of a
-  key into one per device, or the step's own outputs);
+  ``shard``, a reshape or ``broadcast_to`` (leaf by leaf in a ``jax.tree.map``) to the device count,
+  ``device_put_replicated`` to every device, a split of a key into one per device, or the step's
+  own outputs; tuples and lists of them);
 * **in one process**: with several, pmap takes and returns each process's own slices and makes
   them global itself; ``jax.jit`` takes global arrays.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from jaxmigrate.migrate._global_calls import _head_and_tail
+from jaxmigrate.migrate._global_calls import TREE_MAPS, _head_and_tail
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
 _APP_RUN = frozenset({"absl.app.run"})
+_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 
 
 def setting_reason(planner: Planner, app: Application, apps: list[Application]) -> str | None:
@@ -189,10 +191,19 @@ class _DeviceAxis:
             return self.device_count(node.args[1])
         if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and node.args:
             shape = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=list(node.args), ctx=ast.Load())
-            head = _head_and_tail(shape)
-            first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
-            return bool(first) and self.device_count(first[0])
+            return self._leading_device_count(shape)
+        if qualified in _BROADCASTS and len(node.args) == 2 and not node.keywords:
+            return self._leading_device_count(node.args[1])  # jnp.broadcast_to(p, (n, *p.shape))
+        # jax.tree.map(lambda p: jnp.broadcast_to(p, (n, *p.shape)), params): every leaf made so.
+        if qualified in TREE_MAPS and len(node.args) >= 2 and not node.keywords \
+                and isinstance(node.args[0], ast.Lambda):
+            return self.sized(node.args[0].body, seen)
         return False
+
+    def _leading_device_count(self, shape: ast.expr) -> bool:
+        head = _head_and_tail(shape)
+        first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
+        return bool(first) and self.device_count(first[0])
 
     def _reaching(self, use: ast.Name) -> list:
         """The bindings of ``use`` that may reach it: a binding is left out when an assignment of
