@@ -61,18 +61,17 @@ def test_a_parameter_replicated_unconditionally_is_sized_from_there_on():
 
         def main(params, batch):
             step = jax.pmap(f, "i")
-            params = jax_utils.replicate(params)
+            {before}params = jax_utils.replicate(params)
             return step(params, jax_utils.replicate(batch))
 
 
         if __name__ == "__main__":
             main(1.0, 2.0)
         """)
-    assert _site(code).rewritable
+    assert _site(code.format(before="")).rewritable
     # Before the replicate, the parameter is what the caller passed.
-    kept = _site(code.replace("return step(params,", "return params, step(params,", 1).replace(
-        "    params = jax_utils.replicate(params)\n", "    step(params, params)\n    params = jax_utils.replicate(params)\n"))
-    assert not kept.rewritable and "(`params`)" in kept.reason
+    kept = _site(code.format(before="step(params, params)\n    "))
+    assert not kept.rewritable and "argument 1 of the call at line 7 (`params`)" in kept.reason
 
 
 @pytest.mark.parametrize(

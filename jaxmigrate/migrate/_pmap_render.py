@@ -1,9 +1,9 @@
 """The text of the exact pmap rewrite, in the module's own names, as edits of a shared ``Plan``.
 
-One application becomes one expression over public APIs, and its axis gets one module-level mesh::
+One application becomes one expression over public APIs, and its axis gets one mesh in the
+function that builds the step (``_pmap_setting``: never at import), just above that statement::
 
     mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(jax.sharding.AxisType.Auto,))
-
     step = jax.jit(jax.shard_map(jax.vmap(f, in_axes=(0, None)), mesh=mesh,
                                  in_specs=(P("batch"), P()), out_specs=P("batch"), check_vma=False))
 
@@ -17,7 +17,7 @@ axis ``k`` is ``P(None, ..., name)`` (``k`` Nones), an unmapped argument ``P()``
 input into a ``psum``, so the gradient of a broadcast parameter comes out summed over devices,
 where pmap returns each device's own (measured on 8 CPU devices: 8x).
 
-Nothing here decides whether a rewrite is right; ``_pmap_sites`` does, and calls ``render`` on
+Nothing here decides whether a rewrite is right; ``_pmap_sites`` and ``_pmap_setting`` do, and calls ``render`` on
 a scratch plan to learn whether the names can be spelled.
 """
 
@@ -213,7 +213,7 @@ class Rewriter:
         text = self.module.src.line(line)
         return text[: len(text) - len(text.lstrip(" \t"))]
 
-    # -- the module-level mesh -----------------------------------------------------------------
+    # -- the mesh, in the function that builds the step ------------------------------------------
 
     def _mesh(self, axis: Axis, node: ast.AST, namer: Namer) -> _Mesh:
         """The mesh of ``axis`` in the function that builds the step (``_pmap_setting``: never at
