@@ -24,6 +24,7 @@ RUNNABLE = ["train_data_parallel.py", "model_parallel_pjit.py", "mlp_data_parall
 # The global view drops pmap's leading device axis: the old side's replicated outputs are compared
 # without it.
 UNREPLICATE = {"mlp_data_parallel.py": "old"}
+PMAP_KEPT = {"train_data_parallel.py"}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,13 @@ def fixed_examples(tmp_path_factory):
 def test_fixed_example_computes_what_the_legacy_one_did(name, fixed_examples, legacy_python):
     new = fixed_examples / name
     assert new.read_text() != (EXAMPLES / name).read_text()
-    left = {f.code for f in lint_text(new.read_text(), name, all_rules(), (0, 10))}
-    assert not left & {"JM101", "JM201", "JM301", "JM302", "JM308", "JM601"}, left
+    findings = lint_text(new.read_text(), name, all_rules(), (0, 10))
+    left = {f.code for f in findings}
+    assert not left & {"JM201", "JM301", "JM302", "JM308", "JM601"}, left
+    # train_data_parallel's step is pmapped at import, where the exact rewrite would build its mesh,
+    # and its batches come from a helper the global view cannot follow: pmap stays, saying why.
+    kept = [f.message for f in findings if f.code == "JM101"]
+    assert all("here at import" in message for message in kept) and bool(kept) == (name in PMAP_KEPT), kept
     report = verify(EXAMPLES / name, new, ["main"], devices=8, old_python=legacy_python, timeout=240,
                     unreplicate=UNREPLICATE.get(name))
     assert report.old.jax_version == "0.4.30" and report.new.jax_version.startswith("0.10"), render_text(report)

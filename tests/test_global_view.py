@@ -63,19 +63,28 @@ def test_fixture(case):
 
 
 def test_jm101_offers_the_global_view_with_the_exact_rewrite_behind_it():
-    source = (FIXTURES / "mlp.in.py").read_text()
+    # The step is built in the program's driver: the exact rewrite is right there too.
+    source = (FIXTURES / "driver.in.py").read_text()
     (finding,) = [f for f in lint_text(source, "x.py", JM101, TARGET) if f.code == "JM101"]
     assert finding.fix.safety is Safety.UNSAFE and "global view" in finding.fix.message
-    # Behind it, the exact rewrite: unsafe too (a module-level mesh of every device), so with safe
-    # fixes only nothing of pmap's is rewritten.
+    # Behind it, the exact rewrite: unsafe too (a mesh of every device), so with safe fixes only
+    # nothing of pmap's is rewritten.
     assert finding.fix.fallback is not None and finding.fix.fallback.safety is Safety.UNSAFE
     assert "shard_map" in finding.fix.fallback.message
     assert finding.to_dict()["fix"]["safety"] == "unsafe"  # JSON / SARIF show the primary fix
 
     unsafe = fix_text(source, "x.py", JM101, TARGET, unsafe=True)
-    assert unsafe.text == (FIXTURES / "mlp.out.py").read_text()
+    assert unsafe.text == (FIXTURES / "driver.out.py").read_text()
     safe = fix_text(source, "x.py", JM101, TARGET, unsafe=False)
     assert safe.text == source
+
+
+def test_a_pmap_at_import_gets_the_global_view_and_no_exact_rewrite_behind_it():
+    source = (FIXTURES / "mlp.in.py").read_text()
+    (finding,) = [f for f in lint_text(source, "x.py", JM101, TARGET) if f.code == "JM101"]
+    assert "global view" in finding.fix.message and finding.fix.fallback is None
+    assert "not rewritten: the exact rewrite needs a mesh where the step is built, here at import" in finding.message
+    assert fix_text(source, "x.py", JM101, TARGET, unsafe=True).text == (FIXTURES / "mlp.out.py").read_text()
 
 
 def test_a_blocked_module_gets_the_exact_fix_and_the_blocking_line():

@@ -244,7 +244,9 @@ def test_a_codemod_fix_is_expressed_as_the_replacements_it_makes_for_its_own_sit
     from jaxmigrate.lint.checker import fix_text, lint_text
     from jaxmigrate.lint.registry import rule_by_code
 
-    source = "import jax\n\nstep = jax.pmap(f, axis_name='i')\nother = jax.pmap(g)  # noqa: JM101\n"
+    from pmap_driver import driven
+
+    source = driven("step = jax.pmap(f, axis_name='i')\nother = jax.pmap(g)  # noqa: JM101\nreturn step(x), other(x)\n")
     rules = (rule_by_code("JM101"),)
     (finding,) = lint_text(source, "train.py", rules, (0, 10))
     assert finding.fix.codemod and not finding.fix.edits

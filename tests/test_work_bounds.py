@@ -141,20 +141,25 @@ def test_elements_still_too_long_are_fitted_without_parsing_the_file_again(monke
 
 
 def _pmap_dense(blocks: int) -> str:
+    """``blocks`` drivers, each building two pmapped steps (where the exact rewrite is offered)."""
     block = textwrap.dedent("""\
 
 
-        @functools.partial(jax.pmap, axis_name="batch")
-        def step_{i}(params, batch):
-            return lax.pmean(jax.tree_map(lambda p: p * {i}, params), axis_name="batch")
+        def main_{i}(params, batch):
+            n = jax.local_device_count()
+            params = params.reshape((n, -1))
+            batch = batch.reshape((n, -1))
 
+            @functools.partial(jax.pmap, axis_name="batch")
+            def step(params, batch):
+                return lax.pmean(jax.tree_map(lambda p: p * {i}, params), axis_name="batch")
 
-        def evaluate_{i}(params, batch):
-            out = jax.pmap(lambda p, b: jnp.sum(p * b), axis_name="d")(params, batch)
+            out = jax.pmap(lambda p, b: jnp.sum(p * b), axis_name="d")(step(params, batch), batch)
             return out[0]
         """)
+    main = "".join(f"    main_{i}(jnp.ones(8), jnp.ones(8))\n" for i in range(blocks))
     return ("import functools\n\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n"
-            + "".join(block.format(i=i) for i in range(blocks)))
+            + "".join(block.format(i=i) for i in range(blocks)) + f"\n\nif __name__ == '__main__':\n{main}")
 
 
 def test_one_pmap_planner_per_text_and_no_walk_of_the_whole_tree(monkeypatch):
@@ -228,9 +233,11 @@ def test_fixing_walks_no_whole_tree_outside_the_one_index(monkeypatch):
         return real_walk(node)
 
     monkeypatch.setattr(ast, "walk", walk)
-    examples = Path(__file__).resolve().parents[1] / "examples" / "legacy"
-    for name in ("mlp_data_parallel.py", "train_data_parallel.py"):  # the global view, pmap -> shard_map
-        result = checker.fix_text((examples / name).read_text(), name, RULES, DEFAULT_TARGET_JAX, unsafe=True)
+    root = Path(__file__).resolve().parents[1]
+    # The global view, then pmap -> shard_map (steps built in a driver).
+    for path in (root / "examples" / "legacy" / "mlp_data_parallel.py",
+                 root / "fixtures" / "migrate" / "pmap_to_shard_map" / "plain_call.in.py"):
+        result = checker.fix_text(path.read_text(), path.name, RULES, DEFAULT_TARGET_JAX, unsafe=True)
         assert result.fixed and "jax.pmap" not in result.text
     assert not [caller for caller in whole if caller.startswith(("jaxmigrate.migrate", "jaxmigrate.core"))]
 

@@ -1,9 +1,9 @@
 """The text of the exact pmap rewrite, in the module's own names, as edits of a shared ``Plan``.
 
-One application becomes one expression over public APIs, and its axis gets one module-level mesh::
+One application becomes one expression over public APIs, and its axis gets one mesh in the
+function that builds the step (``_pmap_setting``: never at import), just above that statement::
 
     mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(jax.sharding.AxisType.Auto,))
-
     step = jax.jit(jax.shard_map(jax.vmap(f, in_axes=(0, None)), mesh=mesh,
                                  in_specs=(P("batch"), P()), out_specs=P("batch"), check_vma=False))
 
@@ -17,7 +17,7 @@ axis ``k`` is ``P(None, ..., name)`` (``k`` Nones), an unmapped argument ``P()``
 input into a ``psum``, so the gradient of a broadcast parameter comes out summed over devices,
 where pmap returns each device's own (measured on 8 CPU devices: 8x).
 
-Nothing here decides whether a rewrite is right; ``_pmap_sites`` does, and calls ``render`` on
+Nothing here decides whether a rewrite is right; ``_pmap_sites`` and ``_pmap_setting`` do, and calls ``render`` on
 a scratch plan to learn whether the names can be spelled.
 """
 
@@ -72,7 +72,8 @@ class Rewriter:
         module, options = self.module, app.options
         scratch = Plan()
         namer = Namer(module, scratch)
-        mesh = self._mesh(options.axis, app.node, namer)
+        # A decorator's mesh goes above the def it decorates, not between its decorators.
+        mesh = self._mesh(options.axis, app.mapped if app.kind == "decorator" else app.node, namer)
         jax = self._jax_at(app.ref, namer)
         spec = namer.sharding("PartitionSpec", "P")
         axis = module.segment(options.axis.expr) if options.axis.expr is not None else json.dumps(options.axis.key)
@@ -212,7 +213,7 @@ class Rewriter:
         text = self.module.src.line(line)
         return text[: len(text) - len(text.lstrip(" \t"))]
 
-    # -- the module-level mesh -----------------------------------------------------------------
+    # -- the mesh, in the function that builds the step ------------------------------------------
 
     def _mesh(self, axis: Axis, node: ast.AST, namer: Namer) -> _Mesh:
         """The mesh of ``axis`` in the function that builds the step (``_pmap_setting``: never at
@@ -222,18 +223,17 @@ class Rewriter:
         known = self.meshes.get((id(function), axis.key))
         if known is not None:
             return known
-        existing = self._existing_mesh(axis, self.module.top_level(node))
+        statement = node
+        while self.module.parent_of(statement) is not function:
+            statement = self.module.parent_of(statement)
+        existing = self._existing_mesh(axis, self.module.top_level(node)) or self._local_mesh(axis, function, statement)
         if existing is not None:
             return _Mesh(existing, "", function, (id(function), axis.key))
         jax = self._module_jax(namer)
         text = self.module.segment(axis.expr) if axis.expr is not None else json.dumps(axis.key)
         stem = axis.value if axis.value is not None else axis.key.strip("<>").rpartition(".")[2].lower()
         name = self._mesh_name(stem)
-        statement = node
-        while self.module.parent_of(statement) is not function:
-            statement = self.module.parent_of(statement)
-        line = self.module.src.line(statement.lineno)
-        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        indent = self._indent_of(statement.lineno)
         return _Mesh(name, f"{indent}{name} = {jax}.make_mesh(({jax}.device_count(),), ({text},), "
                            f"axis_types=({jax}.sharding.AxisType.Auto,))", statement, (id(function), axis.key))
 
@@ -283,6 +283,18 @@ class Rewriter:
                 return name
         return None
 
+    def _local_mesh(self, axis: Axis, function: ast.AST, statement: ast.stmt) -> str | None:
+        """A name bound once in ``function``, by a statement of its body before ``statement``, to
+        exactly this mesh (an earlier pass of this rewrite made it there)."""
+        scope = next((s for s in self.module.names.scopes if s.node is function), None)
+        for name, bindings in (scope.bindings.items() if scope is not None else ()):
+            value = bindings[0].value if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) else None
+            assign = self.module.parent_of(value) if isinstance(value, ast.Call) else None
+            if isinstance(assign, ast.Assign) and self.module.parent_of(assign) is function \
+                    and assign.end_lineno < statement.lineno and self._is_mesh_of(value, axis):
+                return name
+        return None
+
     def _is_mesh_of(self, call: ast.Call, axis: Axis) -> bool:
         names = self.module.names
         made_by = names.qualified_name(call.func)
@@ -328,15 +340,28 @@ class Rewriter:
     # -- the meshes, once every application is rendered ---------------------------------------
 
     def finish(self) -> None:
-        """Insert each new mesh on its own line just before the statement that builds the step."""
+        """Insert each new mesh on its own line just before the statement that builds the step:
+        above its decorators and the comment lines directly over it, which stay with it."""
         newline = self.module.src.newline
         at: dict[int, list[str]] = {}
         for mesh in self.meshes.values():
             if mesh.statement:
-                offset = self.module.src.line_starts[mesh.before.lineno - 1]
-                at.setdefault(offset, []).append(mesh.statement + newline)
+                gap = newline if isinstance(mesh.before, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
+                offset = self.module.src.line_starts[self._first_line(mesh.before) - 1]
+                at.setdefault(offset, []).append(mesh.statement + newline + gap)
         for offset, texts in at.items():
             self.plan.edits.append(Edit(offset, offset, "".join(texts)))
+
+    def _first_line(self, statement: ast.stmt) -> int:
+        """The first line of ``statement``, a statement of a function's body, with its decorators
+        and the comment lines directly above it (below the statement before it)."""
+        line = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+        body = self.module.parent_of(statement).body  # the function's: the mesh goes in it
+        index = next(i for i, s in enumerate(body) if s is statement)
+        floor = body[index - 1].end_lineno if index else line - 1
+        while line - 1 > floor and self.module.src.line(line - 1).lstrip().startswith("#"):
+            line -= 1
+        return line
 
 
 def _spec(axis: int | None, spec: str, name: str) -> str:

@@ -15,8 +15,9 @@ stays and the finding says why. The rewrite is right when:
 * **over the device count pmap took from the data**: pmap maps over ``jax.devices()[:n]``, n the
   length of the mapped axis; the mesh spans every device. Each call of the step in that function
   passes values whose mapped axis is shown to be the device count (made by ``replicate``,
-  ``shard``, a reshape to the device count, ``device_put_replicated`` to every device, a split of a
-  key into one per device, or the step's own outputs);
+  ``shard``, a reshape or ``broadcast_to`` (leaf by leaf in a ``jax.tree.map``) to the device count,
+  ``device_put_replicated`` to every device, a split of a key into one per device, or the step's
+  own outputs; tuples and lists of them);
 * **in one process**: with several, pmap takes and returns each process's own slices and makes
   them global itself; ``jax.jit`` takes global arrays.
 """
@@ -26,8 +27,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from jaxmigrate.migrate._global_calls import _head_and_tail
-from jaxmigrate.core.flow import ancestors
+from jaxmigrate.migrate._global_calls import TREE_MAPS, _head_and_tail
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
 _APP_RUN = frozenset({"absl.app.run"})
-_TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 _BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 
 
@@ -86,12 +85,13 @@ def _loop_between(module, node: ast.AST, function: ast.AST) -> ast.AST | None:
 
 
 def _driven_once(planner: Planner, driver: ast.FunctionDef) -> bool:
-    """Every use of the driver's name is a call (or ``app.run(driver)``) in the module's
-    ``if __name__ == "__main__":`` block, outside any loop, and there is one."""
+    """The one use of the driver's name is a call (or ``app.run(driver)``) in the module's
+    ``if __name__ == "__main__":`` block, outside any loop. (Run twice, the driver would build and
+    compile a new `jax.jit` step each time, where pmap's cache compiled it once.)"""
     module = planner.module
     uses = [n for _, n in module.names_at.get(driver.name, ()) if isinstance(n.ctx, ast.Load)
             and any(getattr(b, "node", None) is driver for b in module.names.bindings(n))]
-    if not uses:
+    if len(uses) != 1:
         return False
     for use in uses:
         block = _main_block(module, use)
@@ -137,7 +137,7 @@ class _DeviceAxis:
                 axis = axis_of(position)
                 if axis == -1:
                     return (f"argument {position + 1} of the call at line {call.lineno} is mapped on an axis "
-                            "other than its first; its size is not followed")
+                            "other than its first, or by a tree of axes; its size is not followed")
                 if axis == 0 and not self.sized(arg, set()):
                     return (f"argument {position + 1} of the call at line {call.lineno} "
                             f"(`{self.module.segment(arg)}`) is not shown to have the device count as its "
@@ -171,11 +171,13 @@ class _DeviceAxis:
     def sized(self, node: ast.expr, seen: set[int]) -> bool:
         """``node`` has the device count as its leading axis."""
         if isinstance(node, ast.Name):
-            if id(node) in seen:
+            bindings = self._reaching(node)
+            if id(node) in seen or not bindings:
                 return False
             seen.add(id(node))
-            reaching = self._reaching(node)
-            return bool(reaching) and all(self._binding_sized(binding, seen) for binding in reaching)
+            return all(self._binding_sized(binding, seen) for binding in bindings)
+        if isinstance(node, (ast.Tuple, ast.List)):  # a tree mapped on axis 0: each of its leaves
+            return bool(node.elts) and all(self.sized(element, seen) for element in node.elts)
         if not isinstance(node, ast.Call):
             return False
         if self._is_step_call(node):
@@ -187,59 +189,59 @@ class _DeviceAxis:
             return self._all_devices(node.args[1])
         if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords:
             return self.device_count(node.args[1])
-        if qualified == "jax.device_put" and node.args:  # placed as it is: the axis stays
+        if qualified == "jax.device_put" and node.args:  # placed as it is (the tool's own replicate): the axis stays
             return self.sized(node.args[0], seen)
-        if qualified in _TREE_MAPS and len(node.args) == 2 and isinstance(node.args[0], ast.Lambda):
-            return self._leading(node.args[0].body)
-        return self._leading(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and node.args:
+            shape = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=list(node.args), ctx=ast.Load())
+            return self._leading_device_count(shape)
+        if qualified in _BROADCASTS and len(node.args) == 2 and not node.keywords:
+            return self._leading_device_count(node.args[1])  # jnp.broadcast_to(p, (n, *p.shape))
+        # jax.tree.map(lambda p: jnp.broadcast_to(p, (n, *p.shape)), params): every leaf made so.
+        if qualified in TREE_MAPS and len(node.args) >= 2 and not node.keywords \
+                and isinstance(node.args[0], ast.Lambda):
+            return self.sized(node.args[0].body, seen)
+        return False
 
-    def _leading(self, node: ast.expr) -> bool:
-        """A reshape or broadcast whose new shape starts with the device count (as the tool's own
-        replicate rewrite writes it: ``np.broadcast_to(x, (jax.local_device_count(), *np.shape(x)))``)."""
-        if not isinstance(node, ast.Call) or not node.args:
-            return False
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
-            args = node.args
-        elif self.names.qualified_name(node.func) in _BROADCASTS and len(node.args) == 2:
-            args = node.args[1:]
-        else:
-            return False
-        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
+    def _leading_device_count(self, shape: ast.expr) -> bool:
         head = _head_and_tail(shape)
         first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
         return bool(first) and self.device_count(first[0])
 
     def _reaching(self, use: ast.Name) -> list:
-        """The bindings of ``use``'s name that can reach it: the last assignment before it on its
-        path, and those later in a loop around both (``w = step(w, x)``); none when a binding is
-        not an assignment of the driver or the last one sits in a branch the use is not on."""
-        statements = {}
-        for binding in self.names.bindings(use):
-            statement = self._statement_of(binding)
-            if statement is None or not self._in_driver(statement):
-                return []
-            statements[id(statement)] = (statement, binding)
-        start = self.module.span(use)[0]
-        before = [item for item in statements.values() if self.module.span(item[0])[1] <= start]
-        if not before:
-            return []
-        last, binding = max(before, key=lambda item: self.module.span(item[0])[0])
-        around = ancestors(self.module, use)
-        if not any(self.module.parent_of(last) is n for n in around):
-            return []
-        loops = [n for n in around if isinstance(n, _LOOPS)]
-        later = [b for statement, b in statements.values() if self.module.span(statement)[0] > start
-                 and any(loop in ancestors(self.module, statement) for loop in loops)]
-        return [binding, *later]
+        """The bindings of ``use`` that may reach it: a binding is left out when an assignment of
+        the name in a statement of the driver's body, run unconditionally, comes between it and the
+        statement of the use (``params = replicate(params)`` hides the unreplicated ``params``)."""
+        bindings = self.names.bindings(use)
+        at = self._statement_index(use)
+        kills = [self._statement_index(b) for b in bindings if self._assigned_unconditionally(b)]
+        return [b for b in bindings if not any(self._statement_index(b) < k < at for k in kills)]
 
-    def _statement_of(self, binding) -> ast.stmt | None:
+    def _anchor(self, binding) -> ast.AST | None:
+        return binding.value if isinstance(binding, ValueBinding) else getattr(binding, "node", None)
+
+    def _statement_index(self, node) -> int:
+        """The index in the driver's body of the statement holding ``node`` (a node or a binding);
+        -1 for the driver's parameters and anything outside it."""
+        node = node if isinstance(node, ast.AST) else self._anchor(node)
+        while node is not None and self.module.parent_of(node) is not self.driver:
+            node = self.module.parent_of(node)
+        body = self.driver.body
+        return next((i for i, statement in enumerate(body) if statement is node), -1)
+
+    def _assigned_unconditionally(self, binding) -> bool:
+        """``binding`` is made by an assignment (``x = ...``, ``x, y = ...``) that is itself a
+        statement of the driver's body."""
+        anchor = self._anchor(binding)
+        parent = self.module.parent_of(anchor) if anchor is not None else None
         if isinstance(binding, ValueBinding):
-            statement = self.module.parent_of(binding.value)
-            return statement if isinstance(statement, ast.Assign) else None
-        target = getattr(binding, "node", None)
-        unpacked = self.module.parent_of(target) if isinstance(target, ast.Name) else None
-        statement = self.module.parent_of(unpacked) if isinstance(unpacked, (ast.Tuple, ast.List)) else None
-        return statement if isinstance(statement, ast.Assign) and unpacked in statement.targets else None
+            statement = parent
+        elif isinstance(anchor, ast.Name) and isinstance(parent, (ast.Tuple, ast.List)):
+            statement = self.module.parent_of(parent)
+            if not (isinstance(statement, ast.Assign) and parent in statement.targets):
+                return False
+        else:
+            return False
+        return isinstance(statement, (ast.Assign, ast.AnnAssign)) and self.module.parent_of(statement) is self.driver
 
     def _binding_sized(self, binding, seen: set[int]) -> bool:
         if isinstance(binding, ValueBinding):

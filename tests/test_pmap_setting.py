@@ -1,0 +1,97 @@
+"""Where JM101's exact rewrite is right (``jaxmigrate/migrate/_pmap_setting.py``): the step built
+once, in the program's driver, in one process, called with one slice per device."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from jaxmigrate.migrate.pmap_to_shard_map import rewrite_module
+from pmap_driver import driven
+
+
+def _site(code: str):
+    (site,) = rewrite_module(code).sites
+    return site
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("params = jax.numpy.zeros(2)\nparams = jax.device_put_replicated(params, jax.devices())\n"
+                     "for _ in range(3):\n    params = step(params, x)\nreturn params\n",
+                     id="rebound by a replicate, then by the step in a loop"),
+        pytest.param("return step(x, (x, x))\n", id="a tuple of sized values"),
+        pytest.param("state, metrics = step(x, x)\nreturn step(state, metrics)\n", id="the step's outputs"),
+        pytest.param("n = jax.local_device_count()\n"
+                     "params = jax.tree.map(lambda p: jax.numpy.broadcast_to(p, (n, *p.shape)), {'w': x[0]})\n"
+                     "return step(params, x)\n", id="broadcast leaf by leaf to the device count"),
+        pytest.param("keys = jax.random.split(jax.random.PRNGKey(0), jax.local_device_count())\nreturn step(x, keys)\n",
+                     id="a key per device"),
+    ],
+)
+def test_values_shown_to_have_one_slice_per_device_let_the_rewrite_through(body):
+    assert _site(driven("step = jax.pmap(f, 'i')\n" + body)).rewritable
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        pytest.param("params = jax.numpy.zeros(2)\nif x.size:\n    params = jax.device_put_replicated(params, jax.devices())\n"
+                     "return step(params, x)\n", "argument 1 of the call at line 10 (`params`)",
+                     id="replicated on one path only"),
+        pytest.param("return step(x, (x, 1.0))\n", "argument 2", id="a tuple with an unsized leaf"),
+        pytest.param("return step(x, jax.tree.map(lambda p: jax.numpy.broadcast_to(p, (2, *p.shape)), x))\n",
+                     "argument 2", id="broadcast to 2"),
+        pytest.param("return step(x, jax.numpy.ones((2, 3)))\n", "is not shown to have the device count",
+                     id="two slices"),
+    ],
+)
+def test_values_not_shown_to_have_one_slice_per_device_keep_the_pmap(body, reason):
+    site = _site(driven("step = jax.pmap(f, 'i')\n" + body))
+    assert not site.rewritable and reason in site.reason
+
+
+def test_a_parameter_replicated_unconditionally_is_sized_from_there_on():
+    code = textwrap.dedent("""\
+        import jax
+        from flax import jax_utils
+
+
+        def main(params, batch):
+            step = jax.pmap(f, "i")
+            {before}params = jax_utils.replicate(params)
+            return step(params, jax_utils.replicate(batch))
+
+
+        if __name__ == "__main__":
+            main(1.0, 2.0)
+        """)
+    assert _site(code.format(before="")).rewritable
+    # Before the replicate, the parameter is what the caller passed.
+    kept = _site(code.format(before="step(params, params)\n    "))
+    assert not kept.rewritable and "argument 1 of the call at line 7 (`params`)" in kept.reason
+
+
+@pytest.mark.parametrize(
+    ("main_block", "rewritable", "reason"),
+    [
+        pytest.param("    main()\n", True, None, id="called once"),
+        pytest.param("    app.run(main)\n", True, None, id="app.run"),
+        pytest.param("    for _ in range(2):\n        main()\n", False, "not shown to run once", id="in a loop"),
+        # Each run would build a new jit step and compile it again; pmap's cache compiled it once.
+        pytest.param("    main()\n    main()\n", False, "not shown to run once", id="called twice"),
+    ],
+)
+def test_the_driver_is_what_the_main_block_runs(main_block, rewritable, reason):
+    code = driven("return jax.pmap(f, 'i')(x)\n", head="import jax\nfrom absl import app\n")
+    code = code.replace("    main()\n", main_block)
+    site = _site(code)
+    assert site.rewritable is rewritable and (reason is None or reason in site.reason)
+
+
+def test_a_driver_also_called_elsewhere_is_not_shown_to_run_once():
+    code = driven("return jax.pmap(f, 'i')(x)\n") + "\n\ndef again():\n    return main()\n"
+    site = _site(code)
+    assert not site.rewritable and "not shown to run once" in site.reason
