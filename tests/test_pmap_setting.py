@@ -3,6 +3,7 @@ once, in the program's driver, in one process, called with one slice per device.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
@@ -95,3 +96,18 @@ def test_a_driver_also_called_elsewhere_is_not_shown_to_run_once():
     code = driven("return jax.pmap(f, 'i')(x)\n") + "\n\ndef again():\n    return main()\n"
     site = _site(code)
     assert not site.rewritable and "not shown to run once" in site.reason
+
+
+def test_a_pmap_compiled_by_the_users_jit_keeps_that_jit_and_gets_no_second_one():
+    result = rewrite_module(driven("step = jax.jit(jax.pmap(lambda v: jax.lax.psum(v, 'i') - v, 'i'))\n"
+                                   "return step(x)\n"))
+    assert [s.rewritable for s in result.sites] == [True]
+    jits = [n for n in ast.walk(ast.parse(result.text)) if isinstance(n, ast.Call) and ast.unparse(n.func) == "jax.jit"]
+    assert len(jits) == 1 and ast.unparse(jits[0].args[0].func) == "jax.shard_map", result.text
+
+
+def test_the_program_built_by_the_tools_own_replicate_rewrite_is_sized():
+    # `--fix` runs the replicate rewrite and the pmap rewrite in separate passes: either order works.
+    body = ("params = jax.device_put(jax.tree.map(lambda v: jax.numpy.broadcast_to(v, (jax.local_device_count(), "
+            "*jax.numpy.shape(v))), {'w': x[0]}), None)\nreturn step(params, x)\n")
+    assert _site(driven("step = jax.pmap(f, 'i')\n" + body)).rewritable

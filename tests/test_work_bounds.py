@@ -95,13 +95,13 @@ def test_each_kind_of_fix_is_one_pass_and_each_pass_one_check(monkeypatch):
     real_lint, real_codemod, real_edits = checker._lint, checker._apply_codemod, checker._apply_edit_fixes
     monkeypatch.setattr(checker, "_lint", lambda text, *a, **k: lints.append(text) or real_lint(text, *a, **k))
     monkeypatch.setattr(checker, "_apply_codemod", lambda text, found, *a: passes.append(
-        found[0].fix.codemod.rpartition(":")[2]) or real_codemod(text, found, *a))
+        checker.next_codemod(found).rpartition(":")[2]) or real_codemod(text, found, *a))
     monkeypatch.setattr(checker, "_apply_edit_fixes", lambda text, found, *a: passes.append(
         f"{len(found)} edit fixes") or real_edits(text, found, *a))
     result = checker.fix_text(_legacy_program(), "t.py", RULES, DEFAULT_TARGET_JAX, unsafe=True)
     assert not [f for f in result.findings if f.fix is not None]
     # Both keyword renames (JM202) in one pass, then one pass per codemod, each for all its sites.
-    assert passes == ["2 edit fixes", "rewrite", "rewrite_legacy_device_put"]
+    assert passes == ["2 edit fixes", "rewrite_legacy_device_put", "rewrite"]  # codemods by code
     assert len(lints) == 1 + len(passes)  # the first check, then one after each pass
     assert len(set(lints)) == len(lints)  # no text checked twice
 

@@ -293,11 +293,16 @@ def _apply_edit_fixes(text, findings, source, path, rejected, errors, check) -> 
     return 0, text, None
 
 
+def next_codemod(findings: list[Finding]) -> str:
+    """The codemod a pass runs: a whole-module one first, else the lowest code's. The pmap rewrites
+    go first: the mesh they build is the one a replication of the step's values lands on
+    (``_device_put``), so the step compiles once, as under pmap."""
+    return next((f for f in findings if f.fix.whole_module), min(findings, key=lambda f: f.code)).fix.codemod
+
+
 def _apply_codemod(text, findings, source, path, rejected, errors, check) -> tuple[int, str, list | None]:
     """(fixes applied, the text after them, its findings when already checked)."""
-    # The pmap rewrites go first (lowest code): the mesh they build is the one a replication of the
-    # step's values should land on (``_device_put``), so the step compiles once, as under pmap.
-    name = next((f for f in findings if f.fix.whole_module), min(findings, key=lambda f: f.code)).fix.codemod
+    name = next_codemod(findings)
     mine = [f for f in findings if f.fix.codemod == name]
     sites = frozenset((f.line, f.column) for f in mine)
     checked = None

@@ -147,12 +147,16 @@ class _DeviceAxis:
 
     def _calls(self, app: Application) -> list[ast.Call] | str:
         """The calls of the step ``app`` makes, all in the driver; a reason when it escapes."""
-        parent = self.module.parent_of(app.node)
-        if app.kind == "call" and isinstance(parent, ast.Call) and parent.func is app.node:
+        step = app.node
+        parent = self.module.parent_of(step)
+        if app.kind == "call" and isinstance(parent, ast.Call) and parent.args == [step] and not parent.keywords \
+                and self.names.qualified_name(parent.func) == "jax.jit":
+            step, parent = parent, self.module.parent_of(parent)  # `jax.jit(jax.pmap(f))`: the jit is the step
+        if app.kind == "call" and isinstance(parent, ast.Call) and parent.func is step:
             return [parent]
         if app.kind == "call" and isinstance(parent, ast.Assign) and len(parent.targets) == 1 \
                 and isinstance(parent.targets[0], ast.Name):
-            name, bound = parent.targets[0].id, lambda b: isinstance(b, ValueBinding) and b.value is app.node
+            name, bound = parent.targets[0].id, lambda b: isinstance(b, ValueBinding) and b.value is step
         elif app.kind == "decorator" and isinstance(app.mapped, _FUNCTIONS):
             name, bound = app.mapped.name, lambda b: getattr(b, "node", None) is app.mapped
         else:
