@@ -146,7 +146,8 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
         files_checked=len(result.files),
         fix_mode=mode is engine.Mode.FIX,
         fixed=result.fixed,
-        found=result.found if mode is engine.Mode.FIX else None,
+        # Findings the baseline holds are not reported: nor counted as found and left.
+        found=result.found - (len(result.findings) - len(findings)) if mode is engine.Mode.FIX else None,
         gone=result.gone if mode is engine.Mode.FIX else None,
         unsafe_fixes=options.unsafe_fixes,
         read_source=read_source,

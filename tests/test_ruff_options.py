@@ -137,3 +137,11 @@ def test_bad_values_of_the_new_keys_are_exit_2(files, body, named):
     pyproject(files, body)
     result = jaxmigrate("a.py")
     assert result.exit_code == 2 and named in result.stderr
+
+
+def test_the_fix_summary_adds_up_with_a_baseline_too(files):
+    (files / "b.py").write_text("import x\nrisky()\n")
+    jaxmigrate("b.py", "--write-baseline", "base.json")
+    (files / "b.py").write_text("import x\nrisky()\nx.legacy\n")
+    result = jaxmigrate("b.py", "--fix", "--baseline", "base.json", "--output-format", "concise")
+    assert result.stdout.splitlines()[-1] == "1 fixed, 0 left of 1 found"  # risky() is the baseline's
