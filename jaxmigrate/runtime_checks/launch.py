@@ -271,7 +271,10 @@ class Turns:
         for side in sides:
             if side.measuring and all(state == "ended" for state in states[side.label]):
                 side.measuring = False
-            if side.waiting_since is None and "waiting" in states[side.label]:
+            # Paused only while every live process waits: one still compiling may hang, and must
+            # still meet the deadline.
+            if side.waiting_since is None and "waiting" in states[side.label] and all(
+                    state in ("waiting", "ended") for state in states[side.label]):
                 side.waiting_since = now
         if any(side.measuring for side in sides):
             return

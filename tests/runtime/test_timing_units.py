@@ -136,6 +136,13 @@ def test_sides_measure_in_turn_once_both_are_ready(tmp_path: Path) -> None:
     assert _granted(new) and new.paused == 3.0
 
 
+def test_a_process_still_compiling_keeps_its_sides_deadline(tmp_path: Path) -> None:
+    # Process 0 waits for its turn, process 1 hangs in its first call: the side must time out.
+    old, new = _side(tmp_path, "old", ["await-timing", "entry"]), _side(tmp_path, "new", ["await-timing"])
+    Turns(together=False).step([old, new], now=5.0)
+    assert old.deadline(timeout=10.0, now=50.0) == 10.0 and not _granted(old) and not _granted(new)
+
+
 def test_sides_measure_together_where_the_cores_allow(tmp_path: Path) -> None:
     old, new = _side(tmp_path, "old", ["await-timing", "await-timing"]), _side(tmp_path, "new", ["await-timing"] * 2)
     Turns(together=True).step([old, new], now=1.0)
