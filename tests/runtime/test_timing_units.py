@@ -9,7 +9,8 @@ import pytest
 
 from jaxmigrate.runtime_checks.hlo import Collective, CollectiveSummary
 from jaxmigrate.runtime_checks.launch import Process, Side, Turns
-from jaxmigrate.runtime_checks.report import EntryReport, EntrySide, ProcessEntry
+from jaxmigrate.runtime_checks.compare import Comparison
+from jaxmigrate.runtime_checks.report import EntryReport, EntrySide, ProcessEntry, SideReport, VerifyReport, render_text
 from jaxmigrate.runtime_checks.timing import (
     Compilation,
     SideTiming,
@@ -83,6 +84,20 @@ def test_several_processes_compare_each_sides_slowest() -> None:
     assert cmp.verdict == "slower"
     per_process = report.timing_json()["processes"]
     assert [p["verdict"] for p in per_process] == ["same", "slower"]
+
+
+def test_the_text_shows_each_process_and_the_slowest() -> None:
+    def entry(process, old, new) -> ProcessEntry:
+        return ProcessEntry(process, EntrySide("ok", timing=_timing(old)), EntrySide("ok", timing=_timing(new)),
+                            Comparison(equal=True, structure_equal=True))
+
+    report = VerifyReport(SideReport("old", "old.py", "python"), SideReport("new", "new.py", "python"),
+                          [EntryReport("step", [entry(0, [1.0] * 4, [1.0] * 4), entry(1, [1.2] * 4, [3.0] * 4)])],
+                          devices=2, processes=2, timing={"warmup": 1, "repeat": 4})
+    text = render_text(report, width=200)
+    assert "step(): timing (4 calls after 1 warm-up, each synchronised); each side's slowest process" in text
+    assert "step time, process 0" in text and "step time, process 1" in text
+    assert "new is slower beyond the noise: 3.00 s (IQR 3.00 s-3.00 s, 4 calls) against 1.20 s" in text
 
 
 def test_phases_from_the_worker_stamps() -> None:
