@@ -34,19 +34,20 @@ import json
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's jaxmigrate, not an installed one
 
-from _common import print_load  # noqa: E402
+from _common import print_load
 
-from jaxmigrate.lint.checker import fix_text  # noqa: E402
-from jaxmigrate.lint.registry import all_rules  # noqa: E402
-from jaxmigrate.runtime_checks.harness import verify  # noqa: E402
-from jaxmigrate.runtime_checks.legacy_env import make_legacy_env  # noqa: E402
-from jaxmigrate.runtime_checks.timing import collective_changes, duration, names  # noqa: E402
+from jaxmigrate.lint.checker import fix_text
+from jaxmigrate.lint.registry import all_rules
+from jaxmigrate.runtime_checks.harness import verify
+from jaxmigrate.runtime_checks.legacy_env import make_legacy_env
+from jaxmigrate.runtime_checks.timing import collective_changes, duration
 
 RUNTIME = REPO / "fixtures" / "runtime"
 # Pairs that differ, fail, hang or are slower on purpose: the harness's and the timing tests' own,
@@ -163,6 +164,18 @@ def _cell_step(timing) -> str:
     return f"{duration(timing.calls.median)} ({duration(low)}-{duration(high)})"
 
 
+def _later_calls(timing) -> int:
+    return timing.warmup + (len(timing.calls.seconds) if timing.calls else 0)
+
+
+def _more(old, new) -> str:
+    """What the new side compiled more often than the old one, by name (pmap's names differ from
+    jit's, so a renamed step shows in full)."""
+    extra = Counter(c.name for c in new.compilations + new.later_compilations)
+    extra.subtract(c.name for c in old.compilations + old.later_compilations)
+    return ", ".join(f"{name} +{n}" for name, n in extra.items() if n > 0)
+
+
 def _cell_compiles(timing) -> str:
     return f"{len(timing.compilations)}+{len(timing.later_compilations)}"
 
@@ -193,9 +206,11 @@ def rows(program: Program, report) -> list[list[str]]:
         verdict = {"slower": "slower", "faster": "faster", "same": "within noise", "unknown": "-"}[cmp.verdict]
         for flag in cmp.flags():
             if flag.kind == "compiles-more":
-                notes.append(f"compiles more: new {names(new.compilations + new.later_compilations)}")
+                notes.append(f"compiles more: {_more(old, new)}")
             elif flag.kind == "recompiles":
-                notes.append(f"recompiles: {len(new.later_compilations)} in later calls")
+                notes.append(f"new recompiles: {len(new.later_compilations)} in {_later_calls(new)} later calls")
+        if old.later_compilations and new.later_compilations:
+            notes.append("both sides compile in every later call: the step time includes compiling")
         changed = collective_changes(old.collectives, new.collectives)
         if cmp.verdict == "slower":
             notes.append(f"collectives changed: {changed}" if changed else "collectives unchanged")

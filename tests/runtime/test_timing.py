@@ -9,7 +9,6 @@ call and one whose static argument changes every call.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from jaxmigrate.runtime_checks.compare import Comparison
 from jaxmigrate.runtime_checks.hlo import Collective, CollectiveSummary
 from jaxmigrate.runtime_checks.launch import Process, Side, Turns
-from jaxmigrate.runtime_checks.compare import Comparison
-from jaxmigrate.runtime_checks.report import EntryReport, EntrySide, ProcessEntry, SideReport, VerifyReport, render_text
+from jaxmigrate.runtime_checks.report import (
+    EntryReport,
+    EntrySide,
+    ProcessEntry,
+    SideReport,
+    VerifyReport,
+    render_text,
+)
 from jaxmigrate.runtime_checks.timing import (
     Compilation,
     SideTiming,
