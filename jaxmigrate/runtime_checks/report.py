@@ -349,9 +349,9 @@ def _timing_rows(old: SideTiming, new: SideTiming, cmp: TimingComparison) -> lis
         return t.calls.text() if t.calls else (f"not timed ({t.failure})" if t.failure else "not timed")
 
     return [
-        ("compilations, first call", compiled(old), compiled(new), ratio_text(_ratio(len(new.compilations),
-                                                                                     len(old.compilations)))),
+        ("compilations, first call", compiled(old), compiled(new), ""),
         (f"compilations, {calls} later calls", str(len(old.later_compilations)), str(len(new.later_compilations)), ""),
+        ("compilations, all calls", str(old.compile_count), str(new.compile_count), ratio_text(ratios["compile_count"])),
         ("compile time (trace, lower, XLA)", duration(old.compile_seconds), duration(new.compile_seconds),
          ratio_text(ratios["compile_seconds"])),
         ("first call (compile included)", duration(old.first_call), duration(new.first_call), ""),
@@ -360,10 +360,6 @@ def _timing_rows(old: SideTiming, new: SideTiming, cmp: TimingComparison) -> lis
         ("collectives", f"{old.collective_ops} ops, {size(old.collective_bytes)}",
          f"{new.collective_ops} ops, {size(new.collective_bytes)}", ratio_text(ratios["collective_bytes"])),
     ]
-
-
-def _ratio(new: float, old: float) -> float | None:
-    return new / old if old else None
 
 
 def _render_timing(entry: EntryReport, report: VerifyReport, console: Console) -> None:
@@ -501,6 +497,13 @@ def render(report: VerifyReport, console: Console) -> None:
             _render_timing(entry, report, console)
     if report.compare_seconds is not None:
         console.print(f"compare (outputs and HLO, both sides): {_seconds(report.compare_seconds)}")
+    if report.timing:
+        flagged: dict[str, list[str]] = {}
+        for entry in report.entries:
+            for flag in entry.timing.flags() if entry.timing else []:
+                flagged.setdefault(flag.kind, []).append(f"{entry.name}()")
+        summary = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in flagged.items())
+        console.print(f"timing: [yellow]{escape(summary)}[/]" if summary else "timing: nothing flagged")
     summary = {0: "[green]all entries equal[/]", 1: "[red]outputs differ[/]", 2: "[red]a side failed to run[/]"}
     console.print(f"exit {report.exit_code}: {summary[report.exit_code]}")
 

@@ -88,6 +88,8 @@ def test_a_new_side_that_recompiles_per_call_is_flagged_with_its_count(timed, na
         in kinds["recompiles"]
     assert f"new compiles more often: {new['compile_count']} (" in kinds["compiles-more"]
     assert f"{name}(): timing ({REPEAT} calls after {WARMUP} warm-up" in text
+    summary = " ".join(text.split())  # rich wraps the line
+    assert "compiles-more: fresh_lambda(), static_counter(); recompiles: fresh_lambda(), static_counter()" in summary
 
 
 @pytest.mark.runtime
