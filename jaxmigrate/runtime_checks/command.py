@@ -53,13 +53,21 @@ from .report import EXIT_FAILED, render
                                       "so random streams agree; as-is keeps each side's default.")
 @click.option("--rtol", type=float, help="Relative tolerance for float leaves (default: by dtype).")
 @click.option("--atol", type=float, help="Absolute tolerance for float leaves (default: by dtype).")
+@click.option("--timing", is_flag=True,
+              help="Also measure: compilations (count, names, time), the steady-state step time (median and "
+                   "spread of --repeat synchronised calls after --warmup), peak memory, collective bytes; "
+                   "flags a new side that compiles more often or is slower beyond the noise.")
+@click.option("--warmup", default=2, show_default=True, type=click.IntRange(min=0),
+              help="With --timing: untimed calls after the first, before the timed ones.")
+@click.option("--repeat", default=10, show_default=True, type=click.IntRange(min=1),
+              help="With --timing: timed calls per entry and side.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON to this file ('-' for stdout, then no table).")
 def verify(
     programs: tuple[Path, ...], entries: tuple[str, ...], devices: int, processes: int, inputs: str | None,
     old_ref: str | None, old_jax: str | None, old_python: str | None, new_python: str | None, timeout: float,
     unreplicate: str | None, threefry_partitionable: str, rtol: float | None, atol: float | None,
-    json_path: Path | None, connect: str,
+    json_path: Path | None, connect: str, timing: bool = False, warmup: int = 2, repeat: int = 10,
 ) -> None:
     """Run OLD and NEW side by side on forced CPU devices; compare outputs and collectives.
 
@@ -76,7 +84,7 @@ def verify(
                 run_verify, old, new, entries, devices=devices, processes=processes, inputs=inputs,
                 new_python=new_python, timeout=timeout, unreplicate=unreplicate,
                 threefry_partitionable=threefry_partitionable, rtol=rtol, atol=atol, connect=connect,
-                old_home=old_home,
+                timing=timing, warmup=warmup, repeat=repeat, old_home=old_home,
             )
             report = run(old_python=old_side.python_for(old_jax) if old_jax else old_python)
             pinned = old_side.project_jax(new)

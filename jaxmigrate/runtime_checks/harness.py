@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from . import hlo
 from .compare import Leaf, Outputs, compare_outputs
-from .launch import LOOPBACK, PEER_GRACE_SECONDS, Process, Side, free_ports, kill_all, start, wait_all
+from .launch import LOOPBACK, PEER_GRACE_SECONDS, Process, Side, Turns, free_ports, kill_all, start, wait_all
 from .report import (
     EntryReport,
     EntrySide,
@@ -30,6 +31,7 @@ from .report import (
     SideReport,
     VerifyReport,
 )
+from .timing import SideTiming, phases
 
 THREEFRY_CHOICES = ("true", "false", "as-is")
 CONNECT_CHOICES = ("before-import", "after-import")
@@ -167,13 +169,20 @@ def _entry_side(process: Process, entry: str, who: str, many: bool) -> tuple[Ent
         (name, (process.dump_dir / name).read_text(errors="replace")) for name in record["modules"])
     outputs = _load_outputs(process, record)
     listing = [OutputLeaf(leaf.path, leaf.shape, leaf.dtype, leaf.sharding, leaf.note) for leaf in outputs.leaves]
-    return EntrySide("ok", record.get("seconds"), collectives, listing), outputs
+    timing = SideTiming.from_record(record, collectives, process.result.get("peak_rss"))
+    return EntrySide("ok", record.get("seconds"), collectives, listing, timing=timing), outputs
+
+
+def _compile_seconds(process: Process) -> float:
+    records = process.result.get("entries", {}).values()
+    return sum(SideTiming.from_record(r, hlo.CollectiveSummary(), None).compile_seconds for r in records)
 
 
 def _side_report(side: Side, timeout: float) -> SideReport:
     processes = [
         ProcessSide(p.index, p.seconds, p.returncode, p.result.get("local_device_count"),
-                    _process_failure(side, p, timeout))
+                    _process_failure(side, p, timeout),
+                    phases(p.result, p.spawned_at, _compile_seconds(p), p.seconds), p.result.get("peak_rss"))
         for p in side.processes
     ]
     # The side's failure is the first process's to fail: the others' often follow from it (a peer
@@ -226,6 +235,9 @@ def verify(
     atol: float | None = None,
     old_home: str | os.PathLike[str] | None = None,
     connect: str = "before-import",
+    timing: bool = False,
+    warmup: int = 2,
+    repeat: int = 10,
 ) -> VerifyReport:
     """Run ``entries`` of both programs on ``devices`` forced CPU devices and compare them.
 
@@ -239,6 +251,11 @@ def verify(
     the program) or "after-import" (as a launcher does: the program is imported first, and joins
     when it calls ``jax.distributed.initialize()`` itself, else right after its import; a program
     that starts JAX's backend at import then fails).
+
+    With ``timing``, each entry is then called ``warmup`` + ``repeat`` more times per side (fresh
+    arguments each time, every call synchronised) and the report compares compilations, step
+    times, memory and collective bytes (see ``timing``); the sides take turns for these calls
+    unless the machine has a core for every device of both.
 
     Raises VerifyUsageError for bad arguments; everything that goes wrong while running
     (user code raising, hangs, crashes, no jax) is reported in the result instead.
@@ -259,6 +276,8 @@ def verify(
         raise VerifyUsageError(f"connect must be one of {CONNECT_CHOICES}")
     if processes < 1:
         raise VerifyUsageError("processes must be at least 1")
+    if warmup < 0 or repeat < 1:
+        raise VerifyUsageError("timing needs warmup >= 0 and repeat >= 1")
     spec = InputsSpec.parse(inputs) if isinstance(inputs, str) else inputs
     if spec is not None and not spec.file.is_file():
         raise VerifyUsageError(f"inputs file {spec.file} does not exist")
@@ -267,7 +286,15 @@ def verify(
         "entries": list(dict.fromkeys(entries)), "devices": devices,
         "threefry_partitionable": threefry_partitionable, "connect": connect,
         "inputs": {"file": str(spec.file), "function": spec.function} if spec else None,
+        "timing": {"warmup": warmup, "repeat": repeat} if timing else None,
     }
+    turns, timing_settings = None, None
+    if timing:
+        cores = _usable_cores()
+        together = cores >= 2 * processes * devices
+        turns = Turns(together)
+        timing_settings = {"warmup": warmup, "repeat": repeat, "cores": cores,
+                           "sides": "timed at once" if together else "timed one after the other"}
     with tempfile.TemporaryDirectory(prefix="jaxmigrate-verify-") as tmp:
         sides = [
             Side("old", old_path, str(old_python or sys.executable), Path(tmp) / "old",
@@ -280,17 +307,27 @@ def verify(
         try:
             for side in sides:
                 start(side, request, devices, processes, timeout)
-            wait_all(sides, timeout)
+            wait_all(sides, timeout, turns)
         finally:  # e.g. KeyboardInterrupt while waiting: leave no workers behind
             kill_all(sides)
         old_side, new_side = sides
         old_report, new_report = _side_report(old_side, timeout), _side_report(new_side, timeout)
         same_jax = old_report.jax_version == new_report.jax_version
+        compare_started = time.monotonic()
         entry_reports = [_entry_report(name, old_side, new_side, rtol, atol, unreplicate, same_jax)
                          for name in request["entries"]]
+        compare_seconds = time.monotonic() - compare_started
     settings = {
         "entries": request["entries"], "inputs": f"{spec.file}:{spec.function}" if spec else None,
         "timeout": timeout, "unreplicate": unreplicate, "threefry_partitionable": threefry_partitionable,
-        "rtol": rtol, "atol": atol, "connect": connect,
+        "rtol": rtol, "atol": atol, "connect": connect, "timing": timing,
     }
-    return VerifyReport(old_report, new_report, entry_reports, devices, settings, processes=processes)
+    return VerifyReport(old_report, new_report, entry_reports, devices, settings, processes=processes,
+                        timing=timing_settings, compare_seconds=compare_seconds)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

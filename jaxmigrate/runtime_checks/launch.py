@@ -12,6 +12,12 @@ process 0 hosts the coordinator and stays up until the others are done), its pee
 (an AssertionError on one, "Fetching value for jax.Array that spans non-addressable devices" on
 the other) - and are then killed: they may be blocked in a collective, or in
 ``jax.distributed.initialize``, waiting for the process that died.
+
+With ``--timing`` the sides still start, import and compile at once, but their timed calls must
+not share the cores: each side's workers wait (``phase: await-timing``) until every side has
+reached that point or ended, and then measure one side after the other (old first) - or both at
+once where the machine has a core for every device of both sides. Time spent waiting for the
+turn does not count against a side's deadline.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class Process:
     root: Path
     proc: subprocess.Popen[bytes] | None = None
     seconds: float | None = None
+    spawned_at: float | None = None  # wall clock (time.time()), comparable with the worker's stamps
     ended_at: float | None = None
     failed_at: float | None = None  # when the parent saw it fail (its exit, or its result.json)
     timed_out: bool = False
@@ -68,6 +75,10 @@ class Process:
     @property
     def returncode(self) -> int | None:
         return self.proc.returncode if self.proc else None
+
+    @property
+    def turn_file(self) -> Path:
+        return self.root / "turn"
 
     @property
     def failed(self) -> bool:
@@ -96,11 +107,18 @@ class Side:
     home: Path | None = None
     first_failure: Process | None = None
     grace_until: float | None = None
+    paused: float = 0.0  # seconds spent waiting for the timing turn (added to the deadline)
+    waiting_since: float | None = None
+    measuring: bool = False
 
     @property
     def seconds(self) -> float | None:
         times = [p.seconds for p in self.processes if p.seconds is not None]
         return max(times) if times else None
+
+    def deadline(self, timeout: float, now: float) -> float:
+        waiting = now - self.waiting_since if self.waiting_since is not None else 0.0
+        return self.started + timeout + self.paused + waiting
 
 
 def worker_env(devices: int, dump_dir: Path, base: dict[str, str] | None = None,
@@ -157,8 +175,11 @@ def start(side: Side, request: dict[str, Any], devices: int, processes: int, tim
         if multi:
             own.update(processes=processes, process_id=index, coordinator=side.coordinator,
                        init_timeout=max(1, math.ceil(timeout)))
+        if request.get("timing"):
+            own["turn_file"] = str(process.turn_file)
         request_path = process.root / "request.json"
         request_path.write_text(json.dumps(own))
+        process.spawned_at = time.time()
         try:
             with (process.root / "stdout.txt").open("wb") as out, (process.root / "stderr.txt").open("wb") as err:
                 process.proc = subprocess.Popen(
@@ -230,20 +251,72 @@ def _peek(sides: Sequence[Side], now: float) -> None:
             side.grace_until = min(side.grace_until, now)
 
 
-def wait_all(sides: Sequence[Side], timeout: float) -> None:
+class Turns:
+    """Which side may run its timed calls now (see the module docstring)."""
+
+    def __init__(self, together: bool) -> None:
+        self.together = together  # the machine has the cores for both sides' timed calls at once
+
+    @staticmethod
+    def _states(side: Side) -> list[str]:
+        states = []
+        for process in side.processes:
+            if process.proc is None or process.ended_at is not None:
+                states.append("ended")
+                continue
+            phase = _read_result(process).get("phase")
+            states.append({"await-timing": "waiting", "timing": "measuring", "timed": "ended", "done": "ended",
+                           "stopped": "ended"}.get(phase, "before"))
+        return states
+
+    def step(self, sides: Sequence[Side], now: float) -> None:
+        states = {side.label: self._states(side) for side in sides}
+        for side in sides:
+            if side.measuring and all(state == "ended" for state in states[side.label]):
+                side.measuring = False
+            # Paused only while every live process waits: one still compiling may hang, and must
+            # still meet the deadline.
+            if side.waiting_since is None and "waiting" in states[side.label] and all(
+                    state in ("waiting", "ended") for state in states[side.label]):
+                side.waiting_since = now
+        if any(side.measuring for side in sides):
+            return
+        if any("before" in states[side.label] for side in sides):
+            return  # a side still starting or compiling would share the cores with the measured one
+        for side in sides:
+            if "waiting" in states[side.label]:
+                self._grant(side, now)
+                if not self.together:
+                    return
+
+    @staticmethod
+    def _grant(side: Side, now: float) -> None:
+        for process in side.processes:
+            if process.ended_at is None:
+                process.turn_file.touch()
+        if side.waiting_since is not None:
+            side.paused += now - side.waiting_since
+            side.waiting_since = None
+        side.measuring = True
+
+
+def wait_all(sides: Sequence[Side], timeout: float, turns: Turns | None = None) -> None:
     """Poll every worker until it exits, its side passes its deadline, or a peer's failure ends
-    its grace (polling, not wait(), so each side's times are its own though all run at once)."""
+    its grace (polling, not wait(), so each side's times are its own though all run at once);
+    with ``turns``, hand out the timing turns as the sides get there."""
     pending = [(side, p) for side in sides for p in side.processes if p.proc is not None and p.ended_at is None]
     peeked = 0.0
     while pending:
         now = time.monotonic()
         if now - peeked >= _PEEK_SECONDS:
             _peek(sides, now)
+            if turns is not None:
+                turns.step(sides, now)
             peeked = now
         for side, process in list(pending):
             assert process.proc is not None
             if process.proc.poll() is None:
-                if now >= side.started + timeout:
+                if now >= side.deadline(timeout, now):
                     process.timed_out = True
                 elif side.grace_until is not None and now >= side.grace_until:
                     assert side.first_failure is not None

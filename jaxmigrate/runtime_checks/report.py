@@ -19,6 +19,7 @@ from rich.table import Table
 
 from .compare import Comparison, LeafDiff
 from .hlo import KINDS, CollectiveSummary
+from .timing import SideTiming, TimingComparison, duration, names, ratio_text, size, slowest
 
 JSON_VERSION = 1
 EXIT_EQUAL, EXIT_DIFFERENT, EXIT_FAILED = 0, 1, 2
@@ -50,11 +51,14 @@ class ProcessSide:
     returncode: int | None = None
     local_device_count: int | None = None
     failure: Failure | None = None
+    phases: dict[str, float | None] = field(default_factory=dict)  # see timing.phases
+    peak_rss: int | None = None  # bytes
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.index, "seconds": self.seconds, "returncode": self.returncode,
                 "local_device_count": self.local_device_count,
-                "failure": self.failure.to_json() if self.failure else None}
+                "failure": self.failure.to_json() if self.failure else None,
+                "phases": dict(self.phases), "peak_rss": self.peak_rss}
 
 
 @dataclass
@@ -71,8 +75,15 @@ class SideReport:
     failure: Failure | None = None  # with several processes: the first process's to fail
     processes: list[ProcessSide] = field(default_factory=list)
 
+    @property
+    def phases(self) -> dict[str, float | None]:
+        """The phases of the process that took longest."""
+        timed = [p for p in self.processes if p.seconds is not None]
+        return max(timed, key=lambda p: p.seconds or 0.0).phases if timed else {}
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "phases": self.phases,
             "program": self.program, "python": self.python, "jax_version": self.jax_version,
             "numpy_version": self.numpy_version, "device_count": self.device_count,
             "threefry_partitionable": self.threefry_partitionable, "seconds": self.seconds,
@@ -99,10 +110,12 @@ class EntrySide:
     collectives: CollectiveSummary = field(default_factory=CollectiveSummary)
     outputs: list[OutputLeaf] = field(default_factory=list)
     failure: Failure | None = None
+    timing: SideTiming | None = None  # what JAX compiled (always) and the timed calls (--timing)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status, "seconds": self.seconds,
+            "timing": self.timing.to_json() if self.timing else None,
             "failure": self.failure.to_json() if self.failure else None,
             "collectives": self.collectives.to_json(),
             "outputs": [
@@ -140,6 +153,12 @@ class ProcessEntry:
         if self.comparison is None:
             return "failed"
         return "equal" if self.comparison.equal else "different"
+
+    @property
+    def timing(self) -> TimingComparison | None:
+        if self.old.timing is None or self.new.timing is None:
+            return None
+        return TimingComparison(self.old.timing, self.new.timing)
 
     def to_json(self) -> dict[str, Any]:
         cmp = self.comparison
@@ -181,11 +200,28 @@ class EntryReport:
     def comparison(self) -> Comparison | None:
         return self.shown.comparison
 
+    @property
+    def timing(self) -> TimingComparison | None:
+        """Each side's slowest process against the other's (several processes run in lockstep)."""
+        pairs = [p.timing for p in self.processes if p.timing is not None]
+        if not pairs:
+            return None
+        return TimingComparison(slowest([t.old for t in pairs]), slowest([t.new for t in pairs]))
+
     def to_json(self) -> dict[str, Any]:
         shown = self.shown.to_json()
         del shown["process"]
         return {"name": self.name, **shown, "shown_process": self.shown.process,
                 "processes": [p.to_json() for p in self.processes]}
+
+    def timing_json(self) -> dict[str, Any] | None:
+        timing = self.timing
+        if timing is None:
+            return None
+        return {"slowest": timing.to_json(),
+                "processes": [{"process": p.process, **p.timing.to_json()} if p.timing else
+                              {"process": p.process, "ratios": None, "verdict": "unknown", "flags": []}
+                              for p in self.processes]}
 
 
 @dataclass
@@ -196,6 +232,8 @@ class VerifyReport:
     devices: int  # per process
     settings: dict[str, Any] = field(default_factory=dict)
     processes: int = 1
+    timing: dict[str, Any] | None = None  # --timing: warmup, repeat, how the sides took turns
+    compare_seconds: float | None = None  # reading outputs and HLO, comparing (in this process)
 
     @property
     def exit_code(self) -> int:
@@ -240,7 +278,9 @@ class VerifyReport:
             "processes": self.processes,
             "settings": dict(self.settings),
             "sides": {"old": self.old.to_json(), "new": self.new.to_json()},
-            "entries": [e.to_json() for e in self.entries],
+            "entries": [{**e.to_json(), **({"timing": e.timing_json()} if self.timing else {})}
+                        for e in self.entries],
+            "timing": self.timing, "compare_seconds": self.compare_seconds,
         })
 
 
@@ -260,12 +300,7 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+_bytes = size
 
 
 def _sides_table(report: VerifyReport) -> Table:
@@ -284,12 +319,77 @@ def _sides_table(report: VerifyReport) -> Table:
         ("threefry_partitionable",
          lambda s: "n/a" if s.threefry_partitionable is None else str(s.threefry_partitionable).lower()),
         ("worker wall time", lambda s: _seconds(s.seconds)),
+        ("phases", _phases_text),
     ]
     if report.processes > 1:
-        rows[-1] = ("worker wall times", lambda s: ", ".join(_seconds(p.seconds) for p in s.processes))
+        rows[-2] = ("worker wall times", lambda s: ", ".join(_seconds(p.seconds) for p in s.processes))
     for name, get in rows:
         table.add_row(name, escape(get(report.old)), escape(get(report.new)))
     return table
+
+
+def _phases_text(side: SideReport) -> str:
+    phases = side.phases
+    parts = [("start-up", "start_up"), ("import", "import"), ("compile", "compile"), ("run", "run")]
+    text = ", ".join(f"{label} {_seconds(phases.get(key))}" for label, key in parts if phases.get(key) is not None)
+    if phases.get("wait"):
+        text += f", waited {_seconds(phases['wait'])} for the timing turn"
+    return text or "-"
+
+
+def _timing_rows(old: SideTiming, new: SideTiming, cmp: TimingComparison) -> list[tuple[str, str, str, str]]:
+    ratios = cmp.ratios
+    calls = max(old.warmup + len(old.calls.seconds) if old.calls else 0,
+                new.warmup + len(new.calls.seconds) if new.calls else 0)
+
+    def compiled(t: SideTiming) -> str:
+        return f"{len(t.compilations)}: {names(t.compilations)}"
+
+    def step(t: SideTiming) -> str:
+        return t.calls.text() if t.calls else (f"not timed ({t.failure})" if t.failure else "not timed")
+
+    return [
+        ("compilations, first call", compiled(old), compiled(new), ""),
+        (f"compilations, {calls} later calls", str(len(old.later_compilations)), str(len(new.later_compilations)), ""),
+        ("compilations, all calls", str(old.compile_count), str(new.compile_count), ratio_text(ratios["compile_count"])),
+        ("compile time (trace, lower, XLA)", duration(old.compile_seconds), duration(new.compile_seconds),
+         ratio_text(ratios["compile_seconds"])),
+        ("first call (compile included)", duration(old.first_call), duration(new.first_call), ""),
+        ("step time, median", step(old), step(new), ratio_text(ratios["median"])),
+        ("peak RSS of the worker", size(old.peak_rss), size(new.peak_rss), ratio_text(ratios["peak_rss"])),
+        ("collectives", f"{old.collective_ops} ops, {size(old.collective_bytes)}",
+         f"{new.collective_ops} ops, {size(new.collective_bytes)}", ratio_text(ratios["collective_bytes"])),
+    ]
+
+
+def _render_timing(entry: EntryReport, report: VerifyReport, console: Console) -> None:
+    cmp = entry.timing
+    if cmp is None:
+        return
+    settings = report.timing or {}
+    title = (f"{entry.name}(): timing ({settings.get('repeat')} calls after {settings.get('warmup')} warm-up, "
+             "each synchronised)")
+    if report.processes > 1:
+        title += "; each side's slowest process"
+    table = Table(title=title, title_justify="left")
+    for col in ("", "old", "new", "new/old"):
+        table.add_column(col, justify="left" if col in ("", "old", "new") else "right")
+    for row in _timing_rows(cmp.old, cmp.new, cmp):
+        table.add_row(*map(escape, row))
+    if report.processes > 1:
+        for result in entry.processes:
+            if result.timing is not None:
+                pair = result.timing
+                table.add_row(escape(f"step time, process {result.process}"),
+                              escape(pair.old.calls.text() if pair.old.calls else "not timed"),
+                              escape(pair.new.calls.text() if pair.new.calls else "not timed"),
+                              ratio_text(pair.ratios["median"]))
+    verdict = {"slower": "[red]new is slower beyond the noise[/]", "faster": "new is faster beyond the noise",
+               "same": "the same within the noise (the spreads overlap)", "unknown": "not timed on both sides"}
+    table.caption = f"step time: {verdict[cmp.verdict]}"
+    console.print(table)
+    for flag in cmp.flags():
+        console.print(f"  [yellow]![/] {escape(flag.message)}")
 
 
 def _collectives_table(title: str, result: ProcessEntry) -> Table:
@@ -343,7 +443,7 @@ def _side_state(side: EntrySide) -> str:
 _COLOURS = {"equal": "green", "different": "red", "failed": "red"}
 
 
-def _render_entry(entry: EntryReport, console: Console) -> None:
+def _render_entry(entry: EntryReport, console: Console, report: VerifyReport) -> None:
     status = entry.status
     line = f"[bold]{escape(entry.name)}()[/]: [{_COLOURS[status]}]{status}[/]"
     results = entry.processes
@@ -392,7 +492,18 @@ def render(report: VerifyReport, console: Console) -> None:
             body += "\n\n" + escape(evidence.rstrip())
         console.print(Panel(body, title=f"{where}: {failure.kind}", border_style="red", title_align="left"))
     for entry in report.entries:
-        _render_entry(entry, console)
+        _render_entry(entry, console, report)
+        if report.timing:
+            _render_timing(entry, report, console)
+    if report.compare_seconds is not None:
+        console.print(f"compare (outputs and HLO, both sides): {_seconds(report.compare_seconds)}")
+    if report.timing:
+        flagged: dict[str, list[str]] = {}
+        for entry in report.entries:
+            for flag in entry.timing.flags() if entry.timing else []:
+                flagged.setdefault(flag.kind, []).append(f"{entry.name}()")
+        summary = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in flagged.items())
+        console.print(f"timing: [yellow]{escape(summary)}[/]" if summary else "timing: nothing flagged")
     summary = {0: "[green]all entries equal[/]", 1: "[red]outputs differ[/]", 2: "[red]a side failed to run[/]"}
     console.print(f"exit {report.exit_code}: {summary[report.exit_code]}")
 

@@ -11,7 +11,12 @@ before jax is imported - which is why jax is imported inside main(), after check
 Protocol: the request names the program, entries, optional inputs function, output dir and
 dump dir. The worker (re)writes ``result.json`` in the output dir after every step, so a parent
 that has to kill a hung worker still knows how far it got, and saves each entry's output leaves
-to ``<index>.npz``.
+to ``<index>.npz``. Every compilation JAX reports while an entry runs is recorded with the entry.
+
+With ``timing`` ({"warmup": W, "repeat": K}) and a ``turn_file``, once every entry has run once the
+worker says ``phase: await-timing`` and waits until the parent creates the turn file (the parent
+lets one side measure at a time where the machine lacks the cores for both), then calls each entry
+W + K more times with fresh arguments, each call synchronised, and keeps the last K durations.
 
 With ``processes`` > 1 the request also names this worker's ``process_id`` and the side's
 ``coordinator`` (always 127.0.0.1:PORT): the worker joins the others with
@@ -34,6 +39,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 import importlib.util  # noqa: E402
 import inspect  # noqa: E402
 import json  # noqa: E402
+import logging  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -42,6 +48,77 @@ _AFTER_OPT = re.compile(r"^module_\d+\..+\.(?:[a-z]+_)?after_optimizations\.txt$
 EXIT_OK, EXIT_FAILED, EXIT_NO_JAX = 0, 3, 4
 # This process's id once it has joined the others (see the module docstring on failing processes).
 _CONNECTED = []
+
+
+# jax.monitoring duration events of a compilation, in both jax 0.4.30 and 0.10.2 (jax/_src/dispatch.py).
+_COMPILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_seconds",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_seconds",
+                   "/jax/core/compile/backend_compile_duration": "xla"}
+_COMPILE_LOG = re.compile(r"^Finished XLA compilation of (?P<name>.+) in [0-9.eE+-]+ sec$")
+
+
+class _Compilations:
+    """The compilations JAX reports, into whichever record ``into`` names (None: not counted).
+
+    jax.monitoring gives the XLA compile, trace and lowering durations. Newer JAX passes the
+    function's name with each event (``fun_name``); jax 0.4.30 passes none, but logs "Finished XLA
+    compilation of NAME" on ``jax._src.dispatch`` just before recording the event, so until a
+    named event arrives that logger is opened to DEBUG with a filter that keeps the name and lets
+    through only what its handlers would have seen anyway.
+    """
+
+    def __init__(self, jax):
+        self.into = None
+        self._pending = []
+        self._logger = logging.getLogger("jax._src.dispatch")
+        self._level = self._logger.level
+        self._logger.addFilter(self)
+        self._logger.setLevel(logging.DEBUG)
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+
+    def filter(self, record):
+        match = _COMPILE_LOG.match(record.getMessage())
+        if match:
+            self._pending.append(match.group("name"))
+        return record.levelno >= (self._level or self._logger.parent.getEffectiveLevel())
+
+    def _stop_logging(self):
+        if self._logger.level == logging.DEBUG:
+            self._logger.setLevel(self._level)
+        self._logger.removeFilter(self)
+
+    def _on_duration(self, event, duration, **kwargs):
+        field = _COMPILE_EVENTS.get(event)
+        if field is None:
+            return
+        name = kwargs.get("fun_name")
+        if name is not None and self._pending is not None:
+            self._stop_logging()
+            self._pending = None
+        if field != "xla":
+            if self.into is not None:
+                self.into[field] = self.into.get(field, 0.0) + duration
+            return
+        if name is None:
+            name = self._pending.pop() if self._pending else "?"
+            del self._pending[:]
+        if self.into is not None:
+            self.into.setdefault("compilations", []).append({"name": str(name), "seconds": duration})
+
+    def record(self):
+        """A fresh record that collects from now on."""
+        self.into = {"compilations": [], "trace_seconds": 0.0, "lower_seconds": 0.0}
+        return self.into
+
+
+def _peak_rss():
+    """This process's peak resident memory in bytes (None where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
 class _Result:
@@ -379,6 +456,15 @@ def main(argv):
             except _CannotConnect:  # outside the except block: this file's own frames are no evidence
                 return _fail(result, *failure[0])
 
+    def describe_devices():  # starts the backend
+        result.update(device_count=jax.device_count(), local_device_count=jax.local_device_count(),
+                      process_index=jax.process_index(), process_count=jax.process_count(),
+                      platform=jax.devices()[0].platform, threefry_partitionable=threefry)
+
+    if not after_import:
+        describe_devices()
+    jax_ready = time.time()
+
     program = os.path.abspath(req["program"])
     folder = os.path.dirname(program)
     home = req.get("home") or folder  # a program taken from git runs where it lives
@@ -397,9 +483,8 @@ def main(argv):
             connect()
         except _CannotConnect:
             return _fail(result, *failure[0])
-    result.update(device_count=jax.device_count(), local_device_count=jax.local_device_count(),
-                  process_index=jax.process_index(), process_count=jax.process_count(),
-                  platform=jax.devices()[0].platform, threefry_partitionable=threefry)
+    if after_import:
+        describe_devices()
 
     inputs_fn = None
     if req.get("inputs"):
@@ -416,7 +501,9 @@ def main(argv):
         if not callable(inputs_fn):
             return _fail(result, "missing-inputs", "inputs function %r not found in %s" % (inputs_name, inputs_file))
 
-    any_failed = False
+    result.update(clock={"jax_ready": jax_ready, "imported": time.time()})
+    compilations = _Compilations(jax)
+    any_failed, ran = False, []
     for index, entry in enumerate(req["entries"]):
         record = {"index": index, "status": "running"}
         result.data["entries"][entry] = record
@@ -434,18 +521,18 @@ def main(argv):
             args, kwargs = _call_args(inputs_fn, entry)
             args, kwargs = _block(jax, (args, kwargs))
         except (Exception, SystemExit) as exc:
-            record.update(status="failed", failure={
-                "kind": "inputs-raised", "traceback": _user_traceback(),
-                "message": "inputs function %r raised %s: %s" % (req["inputs"]["function"], type(exc).__name__, exc)})
+            record.update(status="failed", failure=_inputs_failure(req, exc))
             any_failed = True
             if processes > 1:
                 break
             continue
         before = _optimized_modules(req["dump_dir"])
+        compiled = compilations.record()
         t0 = time.monotonic()
         try:
             out = _block(jax, fn(*args, **kwargs))
         except (Exception, SystemExit) as exc:
+            compilations.into = None
             record.update(status="failed", failure={
                 "kind": "raised", "traceback": _user_traceback(),
                 "message": "%s() raised %s: %s" % (entry, type(exc).__name__, exc)})
@@ -454,10 +541,26 @@ def main(argv):
                 break
             continue
         seconds = time.monotonic() - t0
+        compilations.into = None
+        del args, kwargs
         modules = sorted(_optimized_modules(req["dump_dir"]) - before)
         outputs = _save_outputs(jax, np, out, os.path.join(req["out_dir"], "%d.npz" % index))
-        record.update(status="ok", seconds=seconds, modules=modules, outputs=outputs)
+        del out
+        record.update(status="ok", seconds=seconds, modules=modules, outputs=outputs, compiled=compiled,
+                      peak_rss=_peak_rss())
+        ran.append((entry, fn, record))
+    result.data["clock"]["first_calls_done"] = time.time()
 
+    if req.get("timing") and ran and not (any_failed and processes > 1):
+        result.data["waited"] = _await_turn(result, req["turn_file"])
+        for entry, fn, record in ran:
+            result.update(phase="timing", running=entry)
+            if not _time_entry(jax, fn, inputs_fn, entry, req, record, compilations) and processes > 1:
+                break  # the others may wait for this process in a collective: time nothing more
+        result.data["clock"]["timed_done"] = time.time()
+        result.update(phase="timed", running=None)
+
+    result.data["peak_rss"] = _peak_rss()
     if any_failed and processes > 1:
         # The others may be waiting for this process in a collective: nothing more is run here.
         result.update(status="failed", phase="stopped", stopped_at=result.data["running"], running=None,
@@ -466,6 +569,48 @@ def main(argv):
     result.update(status="failed" if any_failed else "ok", phase="done", running=None,
                   seconds=time.monotonic() - started)
     return EXIT_FAILED if any_failed else EXIT_OK
+
+
+def _inputs_failure(req, exc):
+    return {"kind": "inputs-raised", "traceback": _user_traceback(),
+            "message": "inputs function %r raised %s: %s" % (req["inputs"]["function"], type(exc).__name__, exc)}
+
+
+def _await_turn(result, turn_file):
+    """Wait until the parent lets this side measure; the seconds waited."""
+    result.update(phase="await-timing", running=None)
+    t0 = time.monotonic()
+    while not os.path.exists(turn_file):
+        time.sleep(0.005)
+    return time.monotonic() - t0
+
+
+def _time_entry(jax, fn, inputs_fn, entry, req, record, compilations):
+    """Call the entry warm-up + repeat more times, each with fresh arguments (an entry may donate
+    them) built outside the timed span, and each synchronised; keep the last ``repeat`` durations
+    and every compilation of these calls. False if a call raised."""
+    warmup, repeat = req["timing"]["warmup"], req["timing"]["repeat"]
+    timed = {"warmup": warmup, "calls": [], "failure": None}
+    record["timing"] = timed
+    later = compilations.record()
+    compilations.into = None
+    timed["compiled"] = later
+    for call in range(warmup + repeat):
+        try:
+            args, kwargs = _block(jax, _call_args(inputs_fn, entry))
+            compilations.into = later
+            t0 = time.perf_counter()
+            _block(jax, fn(*args, **kwargs))
+            seconds = time.perf_counter() - t0
+        except (Exception, SystemExit) as exc:
+            timed["failure"] = "call %d of %d (after the first) raised %s: %s" % (
+                call + 1, warmup + repeat, type(exc).__name__, exc)
+            return False
+        finally:
+            compilations.into = None
+        if call >= warmup:
+            timed["calls"].append(seconds)
+    return True
 
 
 if __name__ == "__main__":
