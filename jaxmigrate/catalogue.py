@@ -12,9 +12,13 @@ from functools import cache
 from importlib import resources
 
 # Symbols a name or an attribute chain can mention; keywords and context managers are matched by
-# the rules that own them, never by a plain name look-up.
-NAMED_KINDS = frozenset({"function", "class", "module"})
-KINDS = NAMED_KINDS | {"keyword", "context-manager"}
+# the rules that own them, never by a plain name look-up. An ``object`` is a value (a constant, the
+# old config object): like a module, what is reached through it goes with it.
+NAMED_KINDS = frozenset({"function", "class", "module", "object"})
+CONTAINER_KINDS = frozenset({"module", "object"})
+# ``import``: a dotted path whose *import statement* fails although the same attribute chain is
+# fine (`import jax.config` fails on JAX 0.10, `jax.config.update` works): matched at imports only.
+KINDS = NAMED_KINDS | {"keyword", "context-manager", "import"}
 FIXES = frozenset({"rename", "rewrite", "manual"})
 
 
@@ -53,10 +57,13 @@ class Symbol:
     @property
     def superseded(self) -> bool:
         """Still supported, never deprecated: reported whatever the target version."""
-        return not self.deprecated_in
+        return not self.deprecated_in and not self.removed_in
 
     def applies_to(self, target: tuple[int, int]) -> bool:
-        return self.superseded or target >= parse_version(self.deprecated_in)[:2]
+        """Whether code migrated to ``target`` must change it: deprecated (or, when the changelog
+        names no deprecation, removed) by then."""
+        since = self.deprecated_in or self.removed_in
+        return not since or target >= parse_version(since)[:2]
 
     def removed_for(self, target: tuple[int, int]) -> bool:
         return bool(self.removed_in) and target >= parse_version(self.removed_in)[:2]
@@ -106,8 +113,19 @@ def _by_name() -> dict[str, Symbol]:
 
 
 @cache
-def _modules() -> tuple[Symbol, ...]:
-    return tuple(s for s in symbols() if s.kind == "module")
+def _containers() -> dict[str, Symbol]:
+    """Modules and objects by each of their names: a member ``a.b.c`` is looked up by its prefixes."""
+    table: dict[str, Symbol] = {}
+    for symbol in symbols():
+        if symbol.kind in CONTAINER_KINDS:
+            for name in symbol.names:
+                table.setdefault(name, symbol)
+    return table
+
+
+@cache
+def _imports() -> dict[str, Symbol]:
+    return {name: s for s in symbols() if s.kind == "import" for name in s.names}
 
 
 def lookup(qualname: str) -> Symbol | None:
@@ -115,16 +133,48 @@ def lookup(qualname: str) -> Symbol | None:
     found = _by_name().get(qualname)
     if found is not None:
         return found
-    for module in _modules():
-        if any(qualname.startswith(name + ".") for name in module.names):
-            return module
+    containers = _containers()
+    prefix = qualname.rpartition(".")[0]
+    while prefix:
+        if (found := containers.get(prefix)) is not None:
+            return found
+        prefix = prefix.rpartition(".")[0]
     return None
 
 
+def import_only(module: str) -> Symbol | None:
+    """The ``import``-kind symbol for a module path an import statement names (``jax.config``)."""
+    return _imports().get(module)
+
+
+@cache
+def trigger_words(code: str) -> tuple[str, ...]:
+    """What a text must say for one of this rule's entries to be in it: the last component of each
+    name (reaching ``a.b.c`` takes ``.c``, ``import c`` or a bare ``c``), each keyword (or, for a
+    short one, its callee's last component), each context manager's constructors."""
+    words = set()
+    for symbol in for_code(code):
+        if symbol.kind == "keyword" and _distinctive(symbol.keyword):
+            words.add(symbol.keyword)
+        elif symbol.kind == "keyword":
+            # A finding needs both the keyword and the callee's name written, so either is sound;
+            # `x=`, `a=` are in nearly every file, `where`, `clip` in far fewer.
+            words.update(name.rpartition(".")[2] for name in symbol.names)
+        else:
+            words.update(name.rpartition(".")[2] for name in (*symbol.names, *symbol.constructors))
+    return tuple(sorted(words))
+
+
+def _distinctive(keyword: str) -> bool:
+    return "_" in keyword or len(keyword) >= 8
+
+
+@cache
 def for_code(code: str) -> tuple[Symbol, ...]:
     return tuple(s for s in symbols() if s.code == code)
 
 
+@cache
 def keywords(code: str) -> dict[str, dict[str, Symbol]]:
     """callee qualified name -> keyword -> symbol, for the keyword entries of one rule."""
     table: dict[str, dict[str, Symbol]] = {}

@@ -15,6 +15,7 @@ in ``site_fixes.SiteFixes``, whose codemod plans every reported site and says wh
 from __future__ import annotations
 
 import ast
+from functools import cache
 
 from jaxmigrate import catalogue
 from jaxmigrate.catalogue import Symbol
@@ -81,18 +82,13 @@ class LegacyNameRule(CatalogueRule):
     def __init__(self) -> None:
         super().__init__()
         self._covered: set[int] = set()  # inner links of an attribute chain already reported
-        self._last_names = {
-            name.rpartition(".")[2]
-            for symbol in catalogue.for_code(self.code)
-            if symbol.kind in catalogue.NAMED_KINDS
-            for name in symbol.names
-        }
+        self._last_names = _last_names_of(self.code)
 
     def visit_Import(self, node: ast.Import, ctx: FileContext) -> None:
         if id(node) in self._fallback_imports:
             return
         for alias in node.names:
-            if symbol := self.symbol(alias.name, ctx):
+            if symbol := self.symbol(alias.name, ctx) or self._import_only(alias.name, ctx):
                 self.report(alias, symbol, alias.name, ctx)
 
     def visit_ImportFrom(self, node: ast.ImportFrom, ctx: FileContext) -> None:
@@ -103,14 +99,24 @@ class LegacyNameRule(CatalogueRule):
             symbol = self.symbol(qualname, ctx)
             if symbol and (alias.name != "*" or symbol.kind == "module"):
                 self.report(alias, symbol, qualname, ctx)
+            elif symbol is None and (gone := self._import_only(node.module, ctx)):
+                self.report(alias, gone, node.module, ctx)  # `from jax.config import flags`
+
+    def _import_only(self, module: str, ctx: FileContext) -> Symbol | None:
+        """The ``import``-kind entry of this rule for a module an import statement names."""
+        found = catalogue.import_only(module)
+        if found is None or found.code != self.code or not found.applies_to(ctx.target_jax):
+            return None
+        return found
 
     def check_module(self, ctx: FileContext) -> None:
         # Only the nodes that spell one of this rule's names, from the file's shared index, in
         # walk order (an outer attribute before the chain inside it): visiting every Attribute
         # and Name of the file, rule after rule, was the costliest part of checking.
         # A bare name is only reported when a star import brought it in (see _name): without one,
-        # the file's Names need not even be indexed by identifier.
-        indexes = (ctx.attributes_at, ctx.names_at) if ctx.names.star_imports else (ctx.attributes_at,)
+        # the file's Names need not even be indexed by identifier, nor the resolver built when no
+        # attribute spells one of the names (the common case once the catalogue is large).
+        indexes = (ctx.attributes_at, ctx.names_at) if _star_import(ctx) else (ctx.attributes_at,)
         wanted = [item for name in self._last_names for index in indexes for item in index.get(name, ())]
         for _, node in sorted(wanted, key=_position):
             if isinstance(node, ast.Attribute):
@@ -160,9 +166,9 @@ class LegacyKeywordRule(CatalogueRule):
     """Reports each legacy keyword argument written in a call to (or a partial of) its callee."""
 
     def visit_Call(self, node: ast.Call, ctx: FileContext) -> None:
-        table = catalogue.keywords(self.code)
         if not any(kw.arg in self._keywords for kw in node.keywords):
             return
+        table = catalogue.keywords(self.code)
         callees = {t.name for t in ctx.names.resolve(node.func) if t.name in table}
         # `partial(pjit, in_axis_resources=...)`: the keyword is written in the partial call.
         callees |= {
@@ -178,8 +184,23 @@ class LegacyKeywordRule(CatalogueRule):
                     break
 
     @property
-    def _keywords(self) -> set[str]:
-        return {s.keyword for s in catalogue.for_code(self.code) if s.kind == "keyword"}
+    def _keywords(self) -> frozenset[str]:
+        return _keywords_of(self.code)
+
+
+def _star_import(ctx: FileContext) -> bool:
+    return any(alias.name == "*" for _, node in ctx.by_type.get(ast.ImportFrom, ()) for alias in node.names)
+
+
+@cache
+def _last_names_of(code: str) -> frozenset[str]:
+    return frozenset(name.rpartition(".")[2] for symbol in catalogue.for_code(code)
+                     if symbol.kind in catalogue.NAMED_KINDS for name in symbol.names)
+
+
+@cache
+def _keywords_of(code: str) -> frozenset[str]:
+    return frozenset(s.keyword for s in catalogue.for_code(code) if s.kind == "keyword")
 
 
 def _position(item: tuple[int, ast.AST]) -> int:
