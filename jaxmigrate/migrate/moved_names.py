@@ -257,8 +257,10 @@ class _Planner:
             raise Unprovable("a comment inside the dotted name would be lost")
         if new.startswith(prefix + "."):  # keep the user's alias: J.tree_map -> J.tree.map
             plan.edits.append(Edit(self.module.span(base)[1], self.module.span(chain)[1], new[len(prefix):]))
+            _load_home(new, plan)
             return
         plan.edits.append(Edit(*self.module.span(chain), self._spell(new, plan)))
+        _load_home(new, plan)
         plan.dropped += [b.node for b in self.module.names.bindings(base) if isinstance(b, ImportBinding)]
 
     def _plan_from_import(self, stmt: ast.ImportFrom, alias: ast.alias, qual: str, plan: _Plan) -> None:
@@ -499,6 +501,18 @@ def _through_module(chain: ast.expr, module_last: frozenset[str]) -> bool:
             return True
         chain = chain.value
     return False
+
+
+# Packages `import jax` does not load (checked on jax 0.4.30 and 0.10.2: it loads jax.numpy,
+# jax.sharding, jax.tree, jax.errors, jax.core, ... but not jax.extend): a renamed attribute chain
+# into one needs its module imported, or it raises AttributeError.
+_NOT_LOADED_BY_JAX = ("jax.extend",)
+
+
+def _load_home(new: str, plan: _Plan) -> None:
+    home = new.rpartition(".")[0]
+    if home.startswith(_NOT_LOADED_BY_JAX):
+        plan.add_imports.add((home, None, None))
 
 
 def _mark_unsafe(qualname: str, plan: _Plan) -> None:
