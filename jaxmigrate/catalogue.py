@@ -149,20 +149,41 @@ def import_only(module: str) -> Symbol | None:
 
 @cache
 def trigger_words(code: str) -> tuple[str, ...]:
-    """What a text must say for one of this rule's entries to be in it: the last component of each
-    name (reaching ``a.b.c`` takes ``.c``, ``import c`` or a bare ``c``), each keyword (or, for a
-    short one, its callee's last component), each context manager's constructors."""
-    words = set()
+    """What a text must say for one of this rule's entries to be in it (see ``trigger_tests``)."""
+    return tuple(sorted(trigger_tests(code)))
+
+
+@cache
+def trigger_tests(code: str) -> dict[str, frozenset[tuple[str, str]]]:
+    """Trigger word -> how an entry that needs it must be written, for a rule's entries:
+
+    * ``("name", "a.b.w")``: the last component ``w`` of a name (see ``lint/legacy.py`` for how a
+      mention of ``a.b.w`` must write it);
+    * ``("keyword", k)``: a keyword argument, written ``k=``; a short keyword (``x``, ``a``) is
+      triggered by its callee's last component, since a finding needs both written;
+    * ``("import", m)``: a module path whose import statement names it (``import jax.config``),
+      not followed by ``.``;
+    * ``("any", "")``: a context manager's constructor, written however it is.
+    """
+    tests: dict[str, set[tuple[str, str]]] = {}
     for symbol in for_code(code):
-        if symbol.kind == "keyword" and _distinctive(symbol.keyword):
-            words.add(symbol.keyword)
-        elif symbol.kind == "keyword":
-            # A finding needs both the keyword and the callee's name written, so either is sound;
-            # `x=`, `a=` are in nearly every file, `where`, `clip` in far fewer.
-            words.update(name.rpartition(".")[2] for name in symbol.names)
+        if symbol.kind == "keyword":
+            words = [symbol.keyword] if _distinctive(symbol.keyword) else [n.rpartition(".")[2] for n in symbol.names]
+            test = ("keyword", symbol.keyword)
+        elif symbol.kind == "import":
+            words, test = [n.rpartition(".")[2] for n in symbol.names], None
+            for name in symbol.names:
+                tests.setdefault(name.rpartition(".")[2], set()).add(("import", name))
+            continue
+        elif symbol.kind == "context-manager":
+            words, test = [c.rpartition(".")[2] for c in symbol.constructors], ("any", "")
         else:
-            words.update(name.rpartition(".")[2] for name in (*symbol.names, *symbol.constructors))
-    return tuple(sorted(words))
+            for name in symbol.names:
+                tests.setdefault(name.rpartition(".")[2], set()).add(("name", name))
+            continue
+        for word in words:
+            tests.setdefault(word, set()).add(test)
+    return {word: frozenset(found) for word, found in tests.items()}
 
 
 def _distinctive(keyword: str) -> bool:

@@ -9,7 +9,10 @@ Two sound tests:
    jax's own source says ``devices`` and ``tree_flatten`` everywhere but imports them from
    ``jax._src``: 151 of its 234 trigger-word files are skipped unparsed.
 2. **Trigger words.** A rule fires only where one of its ``trigger_words`` is written (one regex
-   over the text for all the selected rules).
+   over the text for all the selected rules), and, where the rule can tell more from the text,
+   where one of those words is written the way the pattern needs it (``Rule.written``: a
+   catalogue rule's ``round_`` must follow a ``.`` or be imported, its ``a_max`` be followed by
+   ``=``; see ``lint/legacy.py``).
 
 The imports are read with a regex over the import statements (each item checked to be a dotted
 name, ``as`` an identifier, else the file is parsed). That is sound only if it sees every import:
@@ -84,11 +87,13 @@ def rules_triggered(
     about and one of their trigger words is written. Sound by construction of both. The imports
     are read first: on jax's own tree that is half the cost of the word regex and leaves it a
     quarter of the files."""
-    reached = rules_reached(text, rules)
+    bound = imported_names(text)
+    reached = _reached(bound, rules)
     if not reached:
         return ()
     present = set(_trigger_pattern(rules, target_jax).findall(text))
-    return tuple(rule for rule in reached if present.intersection(rule.triggers(target_jax)))
+    return tuple(rule for rule in reached if (words := present.intersection(rule.triggers(target_jax)))
+                 and rule.written(text, frozenset(words), bound))
 
 
 def rules_reached(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:
@@ -96,7 +101,10 @@ def rules_reached(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule],
     a bound name that is one of the reach, a module on the way to one (``jax`` reaches
     ``jax.lax.psum``) or a name inside one (``jax.experimental.maps.xmap`` is in the legacy
     module ``jax.experimental.maps``)."""
-    bound = imported_names(text)
+    return _reached(imported_names(text), rules)
+
+
+def _reached(bound: frozenset[str] | None, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:
     if bound is None:
         return rules
     towards, inside, always = _reach_index(rules)

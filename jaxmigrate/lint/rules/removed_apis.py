@@ -78,6 +78,6 @@ class RemovedApis(SiteFixes, LegacyNameRule):
         Invalid("import jax\nc = jax.xla_computation(f)(x)\n"),
         Invalid("from jax.experimental import host_callback as hcb\nhcb.id_tap(print, x)\n"),
         Invalid("from jax.numpy import product, NINF\n", count=2),
-        Invalid("import jax.core\np = jax.core.Primitive('p')\n", expected="import jax.core\np = jax.extend.core.Primitive('p')\n"),
+        Invalid("import jax.core\np = jax.core.Primitive('p')\n", expected="import jax.core\nimport jax.extend.core\np = jax.extend.core.Primitive('p')\n"),
         Invalid("import jax.numpy as jnp\ny = jnp.fix(x)\n", expected="import jax.numpy as jnp\ny = jnp.trunc(x)\n"),
     ]
