@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 
 from jaxmigrate import catalogue
 from jaxmigrate.catalogue import Symbol
@@ -24,6 +25,9 @@ from jaxmigrate.core.fallbacks import catches_import_error
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.rule import Fix, Rule
 from jaxmigrate.names import LOCAL, Target
+
+if TYPE_CHECKING:
+    from jaxmigrate.lint.prefilter import Imports
 
 def describe(symbol: Symbol, shown: str, ctx: FileContext, ambiguous: bool = False) -> str:
     message = f"`{shown}` {symbol.status(ctx.target_jax)}"
@@ -53,11 +57,11 @@ class CatalogueRule(Rule):
         return cls._reach_names
 
     @classmethod
-    def written(cls, text: str, words: frozenset[str], bound: frozenset[str] | None) -> bool:
+    def written(cls, text: str, words: frozenset[str], imports: Imports | None) -> bool:
         tests = catalogue.trigger_tests(cls.code)
         for word in words:
             for kind, value in tests.get(word, (("any", ""),)):  # a word the rule adds itself
-                if kind == "any" or _written(kind, value, text, bound):
+                if kind == "any" or _written(kind, value, text, imports):
                     return True
         return False
 
@@ -201,7 +205,7 @@ class LegacyKeywordRule(CatalogueRule):
 # How each kind of trigger test reads a text (sound: each way the resolver can reach the name
 # passes one of the tests). A mention of `P.w` (P the parent, `p` its last component) is:
 #   an import that binds `P.w` or a name inside it (`from P import w`, `import P.w as x`);
-#   an attribute `.w` on an alias of P the imports bind (`import P as m; m.w`);
+#   `m.w` where an import binds `m` to P (`import jax.numpy as jnp; jnp.round_`);
 #   `p.w` written out (`jax.lax.prod`, `import jax.lax` then `jax.lax.prod`, `J.lax.prod`);
 #   a bare `w` a star import brought in;
 #   `.w` on a name some assignment made P (`L = jax.lax; L.prod`): `.p` is then written with no
@@ -292,20 +296,20 @@ def _rebound(text: str, name: str) -> bool:
                for at in _occurrences(text, name))
 
 
-def _written(kind: str, value: str, text: str, bound: frozenset[str] | None) -> bool:
+def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
     if kind == "keyword":
         return _keyword(text, value)
     if kind == "import":
         return _import_path(text, value)
-    if bound is None or _STAR_IMPORT.search(text):
+    if imports is None or _STAR_IMPORT.search(text):
         return True
     parent, _, last = value.rpartition(".")
-    if value in bound or any(name.startswith(value + ".") for name in bound):
+    if value in imports.bound or any(name.startswith(value + ".") for name in imports.bound):
         return True
-    short = parent.rpartition(".")[2]
-    if short and _attribute(text, last, short):
+    owners = {parent.rpartition(".")[2], *imports.local.get(parent, ())} - {""}
+    if any(_attribute(text, last, owner) for owner in owners):
         return True
-    return (not parent or parent in bound or _rebound(text, short)) and _attribute(text, last)
+    return (not parent or _rebound(text, parent.rpartition(".")[2])) and _attribute(text, last)
 
 
 def _star_import(ctx: FileContext) -> bool:

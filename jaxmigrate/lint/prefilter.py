@@ -24,6 +24,7 @@ prose in a docstring saying "import") the file is parsed whole, as before.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -87,13 +88,13 @@ def rules_triggered(
     about and one of their trigger words is written. Sound by construction of both. The imports
     are read first: on jax's own tree that is half the cost of the word regex and leaves it a
     quarter of the files."""
-    bound = imported_names(text)
-    reached = _reached(bound, rules)
+    imports = read_imports(text)
+    reached = _reached(None if imports is None else imports.bound, rules)
     if not reached:
         return ()
     present = set(_trigger_pattern(rules, target_jax).findall(text))
     return tuple(rule for rule in reached if (words := present.intersection(rule.triggers(target_jax)))
-                 and rule.written(text, frozenset(words), bound))
+                 and rule.written(text, frozenset(words), imports))
 
 
 def rules_reached(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:
@@ -137,12 +138,27 @@ def _reach_index(rules: tuple[type[Rule], ...]):
     return towards, inside, always
 
 
+@dataclass(frozen=True)
+class Imports:
+    """What a text's import statements bind: qualified names, and the local name of each."""
+
+    bound: frozenset[str]
+    local: dict[str, frozenset[str]]  # qualified name -> the local names bound to it
+
+
 def imported_names(text: str) -> frozenset[str] | None:
-    """The qualified names the text's import statements bind, as the resolver binds them
+    imports = read_imports(text)
+    return None if imports is None else imports.bound
+
+
+def read_imports(text: str) -> Imports | None:
+    """The qualified names the text's import statements bind, as the resolver binds them, and the
+    local name each is bound to
     (``import a.b`` binds ``a``; ``import a.b as c`` binds ``a.b``; ``from a import b`` binds
     ``a.b``; ``from a import *`` binds all of ``a``; relative imports bind nothing absolute);
     None when some ``import`` in the text is not in a statement read here."""
     bound: set[str] = set()
+    local: dict[str, set[str]] = {}
     covered = 0  # the end of the last statement read: an `import` before it is inside it
     for keyword in _IMPORT_WORD.finditer(text):
         at = keyword.start()
@@ -153,22 +169,24 @@ def imported_names(text: str) -> frozenset[str] | None:
             return None  # `from jax \` + `import pmap`: this line is not where the statement starts
         statement = _IMPORT_STATEMENT.match(text, line)
         if statement is not None and at < statement.end():
-            if not _bind(statement, bound):
+            if not _bind(statement, bound, local):
                 return None
             covered = statement.end()
         elif not _NOT_CODE.match(text, line):
             return None
-    return frozenset(bound)
+    return Imports(frozenset(bound), {name: frozenset(names) for name, names in local.items()})
 
 
-def _bind(statement: re.Match, bound: set[str]) -> bool:
+def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]]) -> bool:
     """Add what one import statement binds; False when it is not one (prose the regex matched)."""
     if statement["modules"] is not None:  # import a.b as c, d
         for item in statement["modules"].split(","):
             name = _imported(item)
             if name is None or name[0] == "*":
                 return False
-            bound.add(name[0] if name[1] else name[0].partition(".")[0])
+            qualified = name[0] if name[1] else name[0].partition(".")[0]
+            bound.add(qualified)
+            local.setdefault(qualified, set()).add(name[2] if name[1] else qualified)
         return True
     module = statement["module"]
     if not module[:1].isspace() or not module[-1:].isspace():
@@ -187,16 +205,18 @@ def _bind(statement: re.Match, bound: set[str]) -> bool:
         if name is None:
             return False
         bound.add(module if name[0] == "*" else f"{module}.{name[0]}")
+        if name[0] != "*":
+            local.setdefault(f"{module}.{name[0]}", set()).add(name[2] if name[1] else name[0].partition(".")[0])
     return True
 
 
-def _imported(item: str) -> tuple[str, bool] | None:
-    """(name, renamed) of one ``name`` / ``name as alias`` / ``*``; None when it is neither."""
+def _imported(item: str) -> tuple[str, bool, str] | None:
+    """(name, renamed, alias) of one ``name`` / ``name as alias`` / ``*``; None when it is neither."""
     words = item.split()
     if words == ["*"]:
-        return "*", False
+        return "*", False, ""
     if len(words) == 1 and _DOTTED.fullmatch(words[0]):
-        return words[0], False
+        return words[0], False, ""
     if len(words) == 3 and words[1] == "as" and _DOTTED.fullmatch(words[0]) and words[2].isidentifier():
-        return words[0], True
+        return words[0], True, words[2]
     return None

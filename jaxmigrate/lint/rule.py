@@ -12,11 +12,14 @@ import ast
 import inspect
 import textwrap
 from dataclasses import dataclass
-from typing import ClassVar, Iterable
+from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Finding, Fix, Safety
+
+if TYPE_CHECKING:
+    from jaxmigrate.lint.prefilter import Imports
 
 __all__ = ["Edit", "Finding", "Fix", "Invalid", "Rule", "Safety", "Valid"]
 
@@ -86,10 +89,10 @@ class Rule:
         return cls.trigger_words
 
     @classmethod
-    def written(cls, text: str, words: frozenset[str], bound: frozenset[str] | None) -> bool:
+    def written(cls, text: str, words: frozenset[str], imports: Imports | None) -> bool:
         """A second look, as sound as the first, at a text that says some of this rule's trigger
-        ``words``: False only when none of the ways of writing the pattern is in it. ``bound`` is
-        what the text's imports bind (None: not known)."""
+        ``words``: False only when none of the ways of writing the pattern is in it. ``imports``
+        is what the text's imports bind (None: not known)."""
         return True
 
     @classmethod
