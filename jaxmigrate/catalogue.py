@@ -18,7 +18,9 @@ NAMED_KINDS = frozenset({"function", "class", "module", "object"})
 CONTAINER_KINDS = frozenset({"module", "object"})
 # ``import``: a dotted path whose *import statement* fails although the same attribute chain is
 # fine (`import jax.config` fails on JAX 0.10, `jax.config.update` works): matched at imports only.
-KINDS = NAMED_KINDS | {"keyword", "context-manager", "import"}
+# ``behaviour``: a function still there whose result changed (``changed_in``): reported, for code
+# written for a JAX before the change, by the rule that owns it, never by a name look-up.
+KINDS = NAMED_KINDS | {"keyword", "context-manager", "import", "behaviour"}
 FIXES = frozenset({"rename", "rewrite", "manual"})
 
 
@@ -49,6 +51,7 @@ class Symbol:
     aliases: tuple[str, ...] = ()
     keyword: str = ""
     constructors: tuple[str, ...] = ()
+    changed_in: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -70,6 +73,8 @@ class Symbol:
 
     def status(self, target: tuple[int, int]) -> str:
         """How the target JAX sees the symbol: '... removed in JAX X' / 'deprecated since JAX X'."""
+        if self.changed_in:
+            return f"changed its result in JAX {self.changed_in}"
         if self.removed_for(target):
             return f"was removed in JAX {self.removed_in}"
         if self.deprecated_in:
@@ -88,7 +93,9 @@ def _symbol(raw: dict) -> Symbol:
         raise CatalogueError(f"{symbol.name}: bad fix/safety {symbol.fix!r}/{symbol.safety!r}")
     if (symbol.kind == "keyword") != bool(symbol.keyword):
         raise CatalogueError(f"{symbol.name}: `keyword` is required exactly for kind = keyword")
-    for version in filter(None, (symbol.deprecated_in, symbol.removed_in)):
+    if (symbol.kind == "behaviour") != bool(symbol.changed_in):
+        raise CatalogueError(f"{symbol.name}: `changed_in` is required exactly for kind = behaviour")
+    for version in filter(None, (symbol.deprecated_in, symbol.removed_in, symbol.changed_in)):
         parse_version(version)
     return symbol
 
@@ -140,6 +147,12 @@ def lookup(qualname: str) -> Symbol | None:
             return found
         prefix = prefix.rpartition(".")[0]
     return None
+
+
+@cache
+def behaviours(code: str) -> dict[str, Symbol]:
+    """Qualified name -> the ``behaviour`` entry of one rule."""
+    return {name: s for s in for_code(code) if s.kind == "behaviour" for name in s.names}
 
 
 def import_only(module: str) -> Symbol | None:

@@ -3,7 +3,8 @@
 For each entry of ``symbols.toml`` (each of its names, each form a program writes it in) a small
 program is generated: the name reached through ``import jax`` as an attribute chain, imported with
 ``from ... import ... as``, a legacy module imported whole, a removed keyword passed to its callee,
-a legacy context manager entered. The check must report the entry's code on the line that uses
+a legacy context manager entered, a function whose result changed called (by code written for
+JAX 0.4). The check must report the entry's code on the line that uses
 it. Where the entry has a rename fix (and ``import jax.config``'s rewrite), ``--fix
 --unsafe-fixes`` must take the finding away, leave a file that parses, and a second fix must
 change nothing. An entry the data marks ``manual`` must be reported without a fix.
@@ -20,6 +21,7 @@ from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.registry import all_rules
 
 TARGET = (0, 10)
+FROM_JAX = (0, 4)  # the code is written for JAX 0.4: before every change a behaviour entry names
 RULES = all_rules()
 # Renames the data allows whose rule declines them in the generated program, and why.
 DECLINED = {
@@ -50,6 +52,10 @@ def _programs(symbol):
         for name in symbol.names:
             yield "import", f"import {name}\n", 1
         return
+    if symbol.kind == "behaviour":  # reported for code written before the change (FROM_JAX)
+        for name in symbol.names:
+            yield "call", f"import {name.partition('.')[0]}\ny = {name}(x)\n", 2
+        return
     for name in symbol.names:
         parent, _, last = name.rpartition(".")
         top = name.partition(".")[0]
@@ -70,7 +76,7 @@ def _fixed_by_data(symbol) -> bool:
 
 @pytest.mark.parametrize(("symbol", "text", "line"), list(_cases()))
 def test_entry_is_flagged_and_fixed_where_it_has_a_fix(symbol, text, line):
-    findings = _mine(lint_text(text, "walk.py", RULES, TARGET), symbol, line)
+    findings = _mine(lint_text(text, "walk.py", RULES, TARGET, FROM_JAX), symbol, line)
     assert findings, f"{symbol.code} {symbol.name}: not reported in\n{text}"
     if symbol.fix == "manual":
         assert all(f.fix is None for f in findings), findings

@@ -87,3 +87,26 @@ def test_renamed_names_are_one_object_in_jax_0_4_30(legacy_python):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == dict.fromkeys(SAME_OBJECT, True)
+
+
+CHANGED = """
+import json, warnings
+warnings.simplefilter("ignore")
+import jax, jax.numpy as jnp, jax.scipy.stats
+print(json.dumps({
+    "floor_dtype": str(jnp.floor(jnp.arange(3)).dtype),
+    "rankdata_dtype": str(jax.scipy.stats.rankdata(jnp.array([3, 1, 2]), method="min").dtype),
+}))
+"""
+
+
+def test_changed_results_differ_between_jax_0_4_30_and_0_10(legacy_python):
+    """JM510's entries that changed after 0.4.30 are real: `jnp.floor` of integers (0.4.31) and
+    `rankdata(method="min")` (0.10.0) give another dtype on each side."""
+    import sys
+
+    old, new = (json.loads(subprocess.run([python, "-c", CHANGED], capture_output=True, text=True,
+                                          timeout=120, check=True).stdout)
+                for python in (legacy_python, sys.executable))
+    assert (old["floor_dtype"], new["floor_dtype"]) == ("float32", "int32")
+    assert (old["rankdata_dtype"], new["rankdata_dtype"]) == ("int32", "float32")

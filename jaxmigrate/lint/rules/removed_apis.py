@@ -11,8 +11,8 @@ class RemovedApis(SiteFixes, LegacyNameRule):
     deprecated) between 0.4.0 and 0.10.2: `jax.xla_computation`, `jax.random.shuffle`,
     `jnp.round_`, `jnp.NINF`, `jax.experimental.host_callback`, `jax.lib.xla_bridge`,
     `jax.linear_util`, `import jax.config`, the names gone from `jax.interpreters.xla` and
-    `jax.core`, and the rest of the catalogue's JM602 entries (`jaxmigrate explain JM602` lists
-    none of them by hand: `symbols.toml` is the list, with versions, replacement and source).
+    `jax.core`, and the rest of the catalogue's JM602 entries (the list is `symbols.toml`, each
+    entry with its versions, replacement and the source they were checked in).
 
     ## Why is this bad
     On the target JAX the name raises `AttributeError` or `ImportError` (or warns, where it is
