@@ -63,7 +63,7 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
     # The substring test is 10x cheaper than the regex; a match counts only in a comment token.
     if "jaxmigrate:" in text and _SKIP_FILE.search(text) and _skip_file_comment(text):
         return None
-    active = rules_triggered(text, rules, target_jax)
+    active = rules_triggered(text, _applicable(rules, target_jax, from_jax), target_jax)
     if not active:
         return None
     source = SourceText(text)
@@ -83,6 +83,13 @@ def _lint(text, path, rules, target_jax, from_jax) -> list[Finding] | None:
         if gc_was_enabled:
             gc.enable()
     return sorted(_unsuppressed(findings, source), key=lambda f: f.sort_key)
+
+
+@cache
+def _applicable(rules: tuple[type[Rule], ...], target_jax, from_jax) -> tuple[type[Rule], ...]:
+    """The rules that can report anything when migrating from ``from_jax`` to ``target_jax``: a
+    rule about a result that changed needs to know the JAX the code was written for."""
+    return tuple(rule for rule in rules if rule.applies(target_jax, from_jax))
 
 
 def _run_rules(ctx: FileContext, rules: list[Rule]) -> list[Finding]:

@@ -89,6 +89,12 @@ class Rule:
         return cls.trigger_words
 
     @classmethod
+    def applies(cls, target_jax: tuple[int, int], from_jax: tuple[int, int] | None) -> bool:
+        """Whether the rule can report anything when code written for ``from_jax`` (None: not
+        known) is migrated to ``target_jax``; False keeps the pre-filter from parsing for it."""
+        return True
+
+    @classmethod
     def written(cls, text: str, words: frozenset[str], imports: Imports | None) -> bool:
         """A second look, as sound as the first, at a text that says some of this rule's trigger
         ``words``: False only when none of the ways of writing the pattern is in it. ``imports``

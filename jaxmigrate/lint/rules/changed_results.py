@@ -43,7 +43,8 @@ class ChangedResults(CatalogueRule):
     Silent when the JAX the code was written for is not known (these functions are everywhere,
     and most calls do not meet the changed case: integer inputs, 8-bit dtypes, complex inputs), for
     code written at or after the change, and for targets before it. A `from-jax` of `0.4` counts
-    as before a change made in a later 0.4 release (0.4.31).
+    as before a change made in a later 0.4 release (0.4.31). When `from-jax` is not known the
+    rule is not even given the file (`Rule.applies`), so the pre-filter parses nothing for it.
 
     ## Fix safety
     No fix: which result the program wants is the user's call; the finding names the way to keep
@@ -70,6 +71,10 @@ class ChangedResults(CatalogueRule):
         Invalid("# from-jax: 0.4\nfrom jax import random\nz = random.gamma(key, 2.0)\n"),
         Invalid("# from-jax: 0.9\nimport jax.scipy.stats as st\nr = st.rankdata(x)\n"),
     ]
+
+    @classmethod
+    def applies(cls, target_jax: tuple[int, int], from_jax: tuple[int, int] | None) -> bool:
+        return from_jax is not None and from_jax <= target_jax
 
     def visit_Call(self, node: ast.Call, ctx: FileContext) -> None:
         table = catalogue.behaviours(self.code)
