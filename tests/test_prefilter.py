@@ -145,3 +145,41 @@ def test_trigger_words_can_depend_on_the_target_jax():
     assert jm502 in rules_triggered(sampling, (jm502,), (0, 4))
     flag = 'import jax\njax.config.update("jax_threefry_partitionable", False)\n'
     assert jm502 in rules_triggered(flag, (jm502,), (0, 10))
+
+
+# A catalogue rule's second look at its trigger words (Rule.written): every way the resolver can
+# reach a legacy name still gets the file parsed; a word written as prose or as a local name does not.
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        pytest.param("JM602", "import jax.numpy as jnp\ny = jnp.round_(x)\n", id="attribute-on-alias"),
+        pytest.param("JM602", "import jax\ny = jax.numpy.round_(x)\n", id="dotted-from-jax"),
+        pytest.param("JM602", "import jax\nL = jax.numpy\ny = L.round_(x)\n", id="rebound-module"),
+        pytest.param("JM602", "import jax\nM = jax\ny = M.numpy.round_(x)\n", id="rebound-root"),
+        pytest.param("JM602", "import jax.numpy as jnp\ny = (jnp.  # why\n     round_(x))\n", id="comment-after-dot"),
+        pytest.param("JM602", "import jax.numpy as jnp\ny = (jnp\n     .round_(x))\n", id="dot-on-next-line"),
+        pytest.param("JM602", "from jax.numpy import *\ny = round_(x)\n", id="star-import"),
+        pytest.param("JM602", "from jax.numpy import round_ as r\ny = r(x)\n", id="from-import-as"),
+        pytest.param("JM602", "import jax.config\n", id="import-only-module"),
+        pytest.param("JM602", "from jax.config import config\n", id="from-import-only-module"),
+        pytest.param("JM603", "import jax.numpy as jnp\ny = jnp.clip(x,\n             a_max=1)\n", id="keyword-on-next-line"),
+        pytest.param("JM603", "import jax.numpy as jnp\ny = jnp.where(c, x = 1, y = 2)\n", id="short-keyword-spaced"),
+        pytest.param("JM603", "import functools, jax.numpy as jnp\nf = functools.partial(jnp.where, x=1)\n", id="keyword-in-partial"),
+    ],
+)
+def test_catalogue_rules_are_triggered_where_they_report(code, text):
+    assert code in {r.code for r in rules_triggered(text, all_rules(), TARGET)}
+    assert code in {f.code for f in lint_text(text, "t.py", all_rules(), TARGET)}
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        pytest.param("JM602", "import jax\n# the product of the round_ numbers\nproduct = 1\n", id="prose-and-locals"),
+        pytest.param("JM602", "import jax\nimport itertools\np = itertools.product(a, b)\n", id="other-modules-attribute"),
+        pytest.param("JM602", "import jax\njax.config.update('jax_enable_x64', True)\n", id="modern-config"),
+        pytest.param("JM603", "import jax.numpy as jnp\nx = 1\ny = jnp.where(c, x, 0)\n", id="assignment-is-no-keyword"),
+    ],
+)
+def test_catalogue_rules_skip_words_written_otherwise(code, text):
+    assert code not in {r.code for r in rules_triggered(text, all_rules(), TARGET)}

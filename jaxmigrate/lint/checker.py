@@ -62,7 +62,7 @@ def _lint(text, path, rules, target_jax, from_jax, suppressed=None) -> list[Find
     # The substring test is 10x cheaper than the regex; a match counts only in a comment token.
     if "jaxmigrate:" in text and _SKIP_FILE.search(text) and _skip_file_comment(text):
         return None
-    active = rules_triggered(text, rules, target_jax)
+    active = rules_triggered(text, _applicable(rules, target_jax, from_jax), target_jax)
     # JM002 judges the noqa directives, which needs the other rules' findings but no tree: its
     # reach is empty, so the pre-filter never makes it active, and a file is parsed for it only
     # when some other rule could fire there too.
@@ -106,6 +106,13 @@ def _unsuppressed(findings, source, path, rules, audit, suppressed=None) -> list
 
 def _codes(rules) -> frozenset[str]:
     return frozenset(rule.code for rule in rules)
+
+
+@cache
+def _applicable(rules: tuple[type[Rule], ...], target_jax, from_jax) -> tuple[type[Rule], ...]:
+    """The rules that can report anything when migrating from ``from_jax`` to ``target_jax``: a
+    rule about a result that changed needs to know the JAX the code was written for."""
+    return tuple(rule for rule in rules if rule.applies(target_jax, from_jax))
 
 
 def _run_rules(ctx: FileContext, rules: list[Rule]) -> list[Finding]:

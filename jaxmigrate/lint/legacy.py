@@ -15,6 +15,9 @@ in ``site_fixes.SiteFixes``, whose codemod plans every reported site and says wh
 from __future__ import annotations
 
 import ast
+import re
+from functools import cache
+from typing import TYPE_CHECKING
 
 from jaxmigrate import catalogue
 from jaxmigrate.catalogue import Symbol
@@ -22,6 +25,9 @@ from jaxmigrate.core.fallbacks import catches_import_error
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.rule import Fix, Rule
 from jaxmigrate.names import LOCAL, Target
+
+if TYPE_CHECKING:
+    from jaxmigrate.lint.prefilter import Imports
 
 def describe(symbol: Symbol, shown: str, ctx: FileContext, ambiguous: bool = False) -> str:
     message = f"`{shown}` {symbol.status(ctx.target_jax)}"
@@ -49,6 +55,15 @@ class CatalogueRule(Rule):
             names = {name for s in symbols for name in (*s.names, *s.constructors)}
             cls._reach_names = frozenset(names | set(cls.reach or ()))
         return cls._reach_names
+
+    @classmethod
+    def written(cls, text: str, words: frozenset[str], imports: Imports | None) -> bool:
+        tests = catalogue.trigger_tests(cls.code)
+        for word in words:
+            for kind, value in tests.get(word, (("any", ""),)):  # a word the rule adds itself
+                if kind == "any" or _written(kind, value, text, imports):
+                    return True
+        return False
 
     def symbol(self, qualname: str, ctx: FileContext) -> Symbol | None:
         found = catalogue.lookup(qualname)
@@ -81,18 +96,13 @@ class LegacyNameRule(CatalogueRule):
     def __init__(self) -> None:
         super().__init__()
         self._covered: set[int] = set()  # inner links of an attribute chain already reported
-        self._last_names = {
-            name.rpartition(".")[2]
-            for symbol in catalogue.for_code(self.code)
-            if symbol.kind in catalogue.NAMED_KINDS
-            for name in symbol.names
-        }
+        self._last_names = _last_names_of(self.code)
 
     def visit_Import(self, node: ast.Import, ctx: FileContext) -> None:
         if id(node) in self._fallback_imports:
             return
         for alias in node.names:
-            if symbol := self.symbol(alias.name, ctx):
+            if symbol := self.symbol(alias.name, ctx) or self._import_only(alias.name, ctx):
                 self.report(alias, symbol, alias.name, ctx)
 
     def visit_ImportFrom(self, node: ast.ImportFrom, ctx: FileContext) -> None:
@@ -103,14 +113,24 @@ class LegacyNameRule(CatalogueRule):
             symbol = self.symbol(qualname, ctx)
             if symbol and (alias.name != "*" or symbol.kind == "module"):
                 self.report(alias, symbol, qualname, ctx)
+            elif symbol is None and (gone := self._import_only(node.module, ctx)):
+                self.report(alias, gone, node.module, ctx)  # `from jax.config import flags`
+
+    def _import_only(self, module: str, ctx: FileContext) -> Symbol | None:
+        """The ``import``-kind entry of this rule for a module an import statement names."""
+        found = catalogue.import_only(module)
+        if found is None or found.code != self.code or not found.applies_to(ctx.target_jax):
+            return None
+        return found
 
     def check_module(self, ctx: FileContext) -> None:
         # Only the nodes that spell one of this rule's names, from the file's shared index, in
         # walk order (an outer attribute before the chain inside it): visiting every Attribute
         # and Name of the file, rule after rule, was the costliest part of checking.
         # A bare name is only reported when a star import brought it in (see _name): without one,
-        # the file's Names need not even be indexed by identifier.
-        indexes = (ctx.attributes_at, ctx.names_at) if ctx.names.star_imports else (ctx.attributes_at,)
+        # the file's Names need not even be indexed by identifier, nor the resolver built when no
+        # attribute spells one of the names (the common case once the catalogue is large).
+        indexes = (ctx.attributes_at, ctx.names_at) if _star_import(ctx) else (ctx.attributes_at,)
         wanted = [item for name in self._last_names for index in indexes for item in index.get(name, ())]
         for _, node in sorted(wanted, key=_position):
             if isinstance(node, ast.Attribute):
@@ -160,9 +180,9 @@ class LegacyKeywordRule(CatalogueRule):
     """Reports each legacy keyword argument written in a call to (or a partial of) its callee."""
 
     def visit_Call(self, node: ast.Call, ctx: FileContext) -> None:
-        table = catalogue.keywords(self.code)
         if not any(kw.arg in self._keywords for kw in node.keywords):
             return
+        table = catalogue.keywords(self.code)
         callees = {t.name for t in ctx.names.resolve(node.func) if t.name in table}
         # `partial(pjit, in_axis_resources=...)`: the keyword is written in the partial call.
         callees |= {
@@ -178,8 +198,133 @@ class LegacyKeywordRule(CatalogueRule):
                     break
 
     @property
-    def _keywords(self) -> set[str]:
-        return {s.keyword for s in catalogue.for_code(self.code) if s.kind == "keyword"}
+    def _keywords(self) -> frozenset[str]:
+        return _keywords_of(self.code)
+
+
+# How each kind of trigger test reads a text (sound: each way the resolver can reach the name
+# passes one of the tests). A mention of `P.w` (P the parent, `p` its last component) is:
+#   an import that binds `P.w` or a name inside it (`from P import w`, `import P.w as x`);
+#   `m.w` where an import binds `m` to P (`import jax.numpy as jnp; jnp.round_`);
+#   `p.w` written out (`jax.lax.prod`, `import jax.lax` then `jax.lax.prod`, `J.lax.prod`);
+#   a bare `w` a star import brought in;
+#   `.w` on a name some assignment made P (`L = jax.lax; L.prod`): `.p` is then written with no
+#   `.` after it.
+# Around a dot, inside brackets, there may be whitespace, a backslash, a newline and comments.
+# The texts are searched with str.find and short scans, not with regexes that start at every `.`
+# (those cost 3 ms a file, ten times the whole pre-filter).
+_STAR_IMPORT = re.compile(r"import\s*\(?\s*\*")  # a literal first: the regex skips to each `import`
+_WORD_CHAR = re.compile(r"\w")
+
+
+def _occurrences(text: str, word: str):
+    """Start of each whole-word occurrence of ``word``."""
+    at = text.find(word)
+    while at != -1:
+        end = at + len(word)
+        if not (at and _WORD_CHAR.match(text, at - 1)) and not (end < len(text) and _WORD_CHAR.match(text, end)):
+            yield at
+        at = text.find(word, at + 1)
+
+
+def _previous(text: str, at: int) -> list[int]:
+    """Where the last character of code before ``at`` is, across spaces, backslashes, line breaks
+    and comments; two places where a line has a `#` (a comment, or a `#` in a string)."""
+    j = at - 1
+    while j >= 0:
+        if text[j] in " \t\f\r\\":
+            j -= 1
+        elif text[j] == "\n":
+            line_start = text.rfind("\n", 0, j) + 1
+            line = text[line_start:j]
+            found = []
+            if "#" in line and (code := line[:line.index("#")].rstrip()):
+                found.append(line_start + len(code) - 1)
+            if line.strip():
+                found.append(line_start + len(line.rstrip()) - 1)
+                return found
+            j = line_start - 1
+        else:
+            return [j]
+    return []
+
+
+_GAP = re.compile(r"(?:[ \t\f\r\n\\]|#[^\n]*)*")
+
+
+def _after(text: str, at: int) -> str:
+    """The first character of code from ``at`` on, across the same."""
+    end = _GAP.match(text, at).end()
+    return text[end:end + 1]
+
+
+def _attribute(text: str, word: str, parent: str | None = None) -> bool:
+    """``.word`` is written (``parent.word``, when ``parent`` is given)."""
+    for at in _occurrences(text, word):
+        for dot in _previous(text, at):
+            if text[dot] == "." and (parent is None or _ends_with_word(text, _previous(text, dot), parent)):
+                return True
+    return False
+
+
+def _ends_with_word(text: str, ends: list[int], word: str) -> bool:
+    for end in ends:
+        start = end + 1 - len(word)
+        if start >= 0 and text[start:end + 1] == word and not (start and _WORD_CHAR.match(text, start - 1)):
+            return True
+    return False
+
+
+def _keyword(text: str, word: str) -> bool:
+    """``word=`` as a keyword argument: after `(` or `,`, before `=` (not `==`); `x = 1` is not."""
+    for at in _occurrences(text, word):
+        rest = _GAP.match(text, at + len(word)).end()
+        if text[rest:rest + 1] == "=" and text[rest + 1:rest + 2] != "=" and any(
+                text[j] in "(," for j in _previous(text, at)):
+            return True
+    return False
+
+
+def _import_path(text: str, path: str) -> bool:
+    """``path`` written not followed by a dot (`import jax.config`, not `jax.config.update`)."""
+    return any(_after(text, at + len(path)) != "." for at in _occurrences(text, path))
+
+
+def _rebound(text: str, name: str) -> bool:
+    """``.name`` written as a value, with no dot after it (`L = jax.lax`)."""
+    return any(any(text[j] == "." for j in _previous(text, at)) and _after(text, at + len(name)) != "."
+               for at in _occurrences(text, name))
+
+
+def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
+    if kind == "keyword":
+        return _keyword(text, value)
+    if kind == "import":
+        return _import_path(text, value)
+    if imports is None or _STAR_IMPORT.search(text):
+        return True
+    parent, _, last = value.rpartition(".")
+    if value in imports.bound or any(name.startswith(value + ".") for name in imports.bound):
+        return True
+    owners = {parent.rpartition(".")[2], *imports.local.get(parent, ())} - {""}
+    if any(_attribute(text, last, owner) for owner in owners):
+        return True
+    return (not parent or _rebound(text, parent.rpartition(".")[2])) and _attribute(text, last)
+
+
+def _star_import(ctx: FileContext) -> bool:
+    return any(alias.name == "*" for _, node in ctx.by_type.get(ast.ImportFrom, ()) for alias in node.names)
+
+
+@cache
+def _last_names_of(code: str) -> frozenset[str]:
+    return frozenset(name.rpartition(".")[2] for symbol in catalogue.for_code(code)
+                     if symbol.kind in catalogue.NAMED_KINDS for name in symbol.names)
+
+
+@cache
+def _keywords_of(code: str) -> frozenset[str]:
+    return frozenset(s.keyword for s in catalogue.for_code(code) if s.kind == "keyword")
 
 
 def _position(item: tuple[int, ast.AST]) -> int:

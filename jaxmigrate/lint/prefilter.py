@@ -9,7 +9,10 @@ Two sound tests:
    jax's own source says ``devices`` and ``tree_flatten`` everywhere but imports them from
    ``jax._src``: 151 of its 234 trigger-word files are skipped unparsed.
 2. **Trigger words.** A rule fires only where one of its ``trigger_words`` is written (one regex
-   over the text for all the selected rules).
+   over the text for all the selected rules), and, where the rule can tell more from the text,
+   where one of those words is written the way the pattern needs it (``Rule.written``: a
+   catalogue rule's ``round_`` must follow a ``.`` or be imported, its ``a_max`` be followed by
+   ``=``; see ``lint/legacy.py``).
 
 The imports are read with a regex over the import statements (each item checked to be a dotted
 name, ``as`` an identifier, else the file is parsed). That is sound only if it sees every import:
@@ -21,6 +24,7 @@ prose in a docstring saying "import") the file is parsed whole, as before.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -84,11 +88,13 @@ def rules_triggered(
     about and one of their trigger words is written. Sound by construction of both. The imports
     are read first: on jax's own tree that is half the cost of the word regex and leaves it a
     quarter of the files."""
-    reached = rules_reached(text, rules)
+    imports = read_imports(text)
+    reached = _reached(None if imports is None else imports.bound, rules)
     if not reached:
         return ()
     present = set(_trigger_pattern(rules, target_jax).findall(text))
-    return tuple(rule for rule in reached if present.intersection(rule.triggers(target_jax)))
+    return tuple(rule for rule in reached if (words := present.intersection(rule.triggers(target_jax)))
+                 and rule.written(text, frozenset(words), imports))
 
 
 def rules_reached(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:
@@ -96,7 +102,10 @@ def rules_reached(text: str, rules: tuple[type[Rule], ...]) -> tuple[type[Rule],
     a bound name that is one of the reach, a module on the way to one (``jax`` reaches
     ``jax.lax.psum``) or a name inside one (``jax.experimental.maps.xmap`` is in the legacy
     module ``jax.experimental.maps``)."""
-    bound = imported_names(text)
+    return _reached(imported_names(text), rules)
+
+
+def _reached(bound: frozenset[str] | None, rules: tuple[type[Rule], ...]) -> tuple[type[Rule], ...]:
     if bound is None:
         return rules
     towards, inside, always = _reach_index(rules)
@@ -129,12 +138,27 @@ def _reach_index(rules: tuple[type[Rule], ...]):
     return towards, inside, always
 
 
+@dataclass(frozen=True)
+class Imports:
+    """What a text's import statements bind: qualified names, and the local name of each."""
+
+    bound: frozenset[str]
+    local: dict[str, frozenset[str]]  # qualified name -> the local names bound to it
+
+
 def imported_names(text: str) -> frozenset[str] | None:
-    """The qualified names the text's import statements bind, as the resolver binds them
+    imports = read_imports(text)
+    return None if imports is None else imports.bound
+
+
+def read_imports(text: str) -> Imports | None:
+    """The qualified names the text's import statements bind, as the resolver binds them, and the
+    local name each is bound to
     (``import a.b`` binds ``a``; ``import a.b as c`` binds ``a.b``; ``from a import b`` binds
     ``a.b``; ``from a import *`` binds all of ``a``; relative imports bind nothing absolute);
     None when some ``import`` in the text is not in a statement read here."""
     bound: set[str] = set()
+    local: dict[str, set[str]] = {}
     covered = 0  # the end of the last statement read: an `import` before it is inside it
     for keyword in _IMPORT_WORD.finditer(text):
         at = keyword.start()
@@ -145,22 +169,24 @@ def imported_names(text: str) -> frozenset[str] | None:
             return None  # `from jax \` + `import pmap`: this line is not where the statement starts
         statement = _IMPORT_STATEMENT.match(text, line)
         if statement is not None and at < statement.end():
-            if not _bind(statement, bound):
+            if not _bind(statement, bound, local):
                 return None
             covered = statement.end()
         elif not _NOT_CODE.match(text, line):
             return None
-    return frozenset(bound)
+    return Imports(frozenset(bound), {name: frozenset(names) for name, names in local.items()})
 
 
-def _bind(statement: re.Match, bound: set[str]) -> bool:
+def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]]) -> bool:
     """Add what one import statement binds; False when it is not one (prose the regex matched)."""
     if statement["modules"] is not None:  # import a.b as c, d
         for item in statement["modules"].split(","):
             name = _imported(item)
             if name is None or name[0] == "*":
                 return False
-            bound.add(name[0] if name[1] else name[0].partition(".")[0])
+            qualified = name[0] if name[1] else name[0].partition(".")[0]
+            bound.add(qualified)
+            local.setdefault(qualified, set()).add(name[2] if name[1] else qualified)
         return True
     module = statement["module"]
     if not module[:1].isspace() or not module[-1:].isspace():
@@ -179,16 +205,18 @@ def _bind(statement: re.Match, bound: set[str]) -> bool:
         if name is None:
             return False
         bound.add(module if name[0] == "*" else f"{module}.{name[0]}")
+        if name[0] != "*":
+            local.setdefault(f"{module}.{name[0]}", set()).add(name[2] if name[1] else name[0].partition(".")[0])
     return True
 
 
-def _imported(item: str) -> tuple[str, bool] | None:
-    """(name, renamed) of one ``name`` / ``name as alias`` / ``*``; None when it is neither."""
+def _imported(item: str) -> tuple[str, bool, str] | None:
+    """(name, renamed, alias) of one ``name`` / ``name as alias`` / ``*``; None when it is neither."""
     words = item.split()
     if words == ["*"]:
-        return "*", False
+        return "*", False, ""
     if len(words) == 1 and _DOTTED.fullmatch(words[0]):
-        return words[0], False
+        return words[0], False, ""
     if len(words) == 3 and words[1] == "as" and _DOTTED.fullmatch(words[0]) and words[2].isidentifier():
-        return words[0], True
+        return words[0], True, words[2]
     return None

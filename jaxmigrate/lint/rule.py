@@ -12,11 +12,14 @@ import ast
 import inspect
 import textwrap
 from dataclasses import dataclass
-from typing import ClassVar, Iterable
+from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Finding, Fix, Safety
+
+if TYPE_CHECKING:
+    from jaxmigrate.lint.prefilter import Imports
 
 __all__ = ["Edit", "Finding", "Fix", "Invalid", "Rule", "Safety", "Valid"]
 
@@ -100,6 +103,19 @@ class Rule:
         """The trigger words that matter when migrating to ``target_jax``: ``trigger_words``,
         unless a clause of the rule applies to some targets only (see JM502)."""
         return cls.trigger_words
+
+    @classmethod
+    def applies(cls, target_jax: tuple[int, int], from_jax: tuple[int, int] | None) -> bool:
+        """Whether the rule can report anything when code written for ``from_jax`` (None: not
+        known) is migrated to ``target_jax``; False keeps the pre-filter from parsing for it."""
+        return True
+
+    @classmethod
+    def written(cls, text: str, words: frozenset[str], imports: Imports | None) -> bool:
+        """A second look, as sound as the first, at a text that says some of this rule's trigger
+        ``words``: False only when none of the ways of writing the pattern is in it. ``imports``
+        is what the text's imports bind (None: not known)."""
+        return True
 
     @classmethod
     def reach_names(cls) -> frozenset[str] | None:

@@ -1,4 +1,5 @@
-"""Moved and renamed names onto their JAX 0.10 spelling (JM303 ``Mesh``, JM304, JM305, JM601).
+"""Moved and renamed names onto their JAX 0.10 spelling (JM303 ``Mesh``, JM304, JM305, JM309, JM601,
+JM602).
 
 ``analyse_<rule>(text) -> list[Site]`` plans every place the rule reports (rewritable, or why it is
 kept); ``rewrite(text, sites=None)`` rewrites the selected sites of all four rules in one pass
@@ -7,7 +8,9 @@ fix moves a name out of an import statement (``_import_moves``).
 
 The renames are the catalogue's non-manual entries of these rules (``replacement`` starts with the
 new name in backticks); each pair is one object, or one function with one signature in JAX 0.4.30
-and 0.10.2 (tests/test_runtime_moved_names.py compares them). A dotted use keeps the user's base
+and 0.10.2 (tests/test_runtime_moved_names.py and tests/test_runtime_removed_apis.py compare them);
+an entry whose safety is ``unsafe`` (``jnp.fix`` -> ``jnp.trunc``) gives an unsafe site. An
+``import``-kind entry (``import jax.config``) becomes the import of its parent (``import jax``). A dotted use keeps the user's base
 (``J.tree_map`` -> ``J.tree.map``) or is spelled through the module's aliases, adding ``import jax``
 once. ``from M import old as x`` moves to the new module keeping ``x``; where the new name differs
 (``tree_map``/``map``) and every use provably reads the import, the uses are renamed and the import
@@ -35,12 +38,12 @@ from jaxmigrate.migrate._import_moves import move_imports
 from jaxmigrate.migrate._plan import Namer, Plan, Site, Unprovable, apply
 from jaxmigrate.names import LOCAL, PARTIAL, ImportBinding
 
-__all__ = ["Site", "analyse_experimental_maps", "analyse_partition_spec", "analyse_shard_map",
-           "analyse_tree_aliases", "renames", "rewrite"]
+__all__ = ["Site", "analyse_experimental_maps", "analyse_partition_spec", "analyse_removed_apis",
+           "analyse_removed_sharding_apis", "analyse_shard_map", "analyse_tree_aliases", "renames", "rewrite"]
 
 Sites = frozenset[tuple[int, int]] | None
 
-CODES = ("JM303", "JM304", "JM305", "JM601")
+CODES = ("JM303", "JM304", "JM305", "JM309", "JM601", "JM602")
 SHARD_MAP = "jax.experimental.shard_map.shard_map"
 MAPS = "jax.experimental.maps"
 _PARAMS = ("f", "mesh", "in_specs", "out_specs", "check_rep")  # the experimental one, in 0.10.2
@@ -49,7 +52,7 @@ _REQUIRED = ("mesh", "in_specs", "out_specs")
 
 @cache
 def renames() -> dict[str, str]:
-    """Legacy qualified name -> JAX 0.10 qualified name, for the four rules' non-manual entries."""
+    """Legacy qualified name -> JAX 0.10 qualified name, for these rules' non-manual entries."""
     table = {}
     for symbol in catalogue.symbols():
         if symbol.code in CODES and symbol.kind in catalogue.NAMED_KINDS and symbol.fix != "manual":
@@ -74,8 +77,16 @@ def analyse_tree_aliases(source: ParsedModule | str) -> list[Site]:
     return _analyse(source, "JM601")
 
 
+def analyse_removed_sharding_apis(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, "JM309")
+
+
+def analyse_removed_apis(source: ParsedModule | str) -> list[Site]:
+    return _analyse(source, "JM602")
+
+
 def rewrite(text: str, sites: Sites = None) -> str:
-    """Rewrite the selected sites of JM303/JM304/JM305/JM601 (all rewritable ones when None)."""
+    """Rewrite the selected sites of the CODES rules (all rewritable ones when None)."""
     planner = _planner(text)
     if planner is None:
         return text
@@ -104,12 +115,14 @@ class _Plan(Plan):
     moved: list[tuple[ast.ImportFrom, ast.alias, str]] = field(default_factory=list)
     # Imports whose uses the edits may all replace: removed (RemoveImportsVisitor) when they do.
     dropped: list[ast.alias] = field(default_factory=list)
+    unsafe: str | None = None  # why a rename planned here can change behaviour (catalogue safety)
 
     def merge(self, other: "_Plan") -> None:
         self.edits += other.edits
         self.add_imports |= other.add_imports
         self.moved += [m for m in other.moved if m not in self.moved]
         self.dropped += other.dropped
+        self.unsafe = self.unsafe or other.unsafe
 
 
 def _planner(source: ParsedModule | str) -> "_Planner | None":
@@ -194,6 +207,8 @@ class _Planner:
             else:
                 continue
             node_codes = frozenset(_code(q) for q in quals if q) - {None}
+            if not node_codes and isinstance(node, ast.alias) and (gone := self._import_only(node)):
+                node_codes = frozenset({gone.code})
             if node_codes:
                 found.append((node, node_codes))
         return found
@@ -204,7 +219,7 @@ class _Planner:
             self._plan(node, plan)
         except Unprovable as exc:
             return Site(*position, False, str(exc)), None
-        return Site(*position, True), plan
+        return Site(*position, True, unsafe=plan.unsafe), plan
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -217,6 +232,10 @@ class _Planner:
                 return self._plan_maps_import(stmt, node, plan)
             if qual in self.renames and isinstance(stmt, ast.ImportFrom):
                 return self._plan_from_import(stmt, node, qual, plan)
+            if (gone := self._import_only(node)) is not None:
+                if isinstance(stmt, ast.Import):
+                    return self._plan_import_only(stmt, node, plan)
+                raise Unprovable(f"`{stmt.module}` cannot be imported on JAX 0.10: use {gone.replacement}")
             raise Unprovable(_manual(qual))
         targets = self.module.names.resolve(node)
         if len(targets) != 1 or targets[0].name == LOCAL or targets[0].partials:
@@ -227,6 +246,7 @@ class _Planner:
 
     def _plan_chain(self, chain: ast.Attribute, qual: str, plan: _Plan) -> None:
         new = self.renames[qual]
+        _mark_unsafe(qual, plan)
         if qual == SHARD_MAP:
             self._plan_shard_map(chain, plan)
         base = _base(chain)
@@ -237,12 +257,15 @@ class _Planner:
             raise Unprovable("a comment inside the dotted name would be lost")
         if new.startswith(prefix + "."):  # keep the user's alias: J.tree_map -> J.tree.map
             plan.edits.append(Edit(self.module.span(base)[1], self.module.span(chain)[1], new[len(prefix):]))
+            _load_home(new, plan)
             return
         plan.edits.append(Edit(*self.module.span(chain), self._spell(new, plan)))
+        _load_home(new, plan)
         plan.dropped += [b.node for b in self.module.names.bindings(base) if isinstance(b, ImportBinding)]
 
     def _plan_from_import(self, stmt: ast.ImportFrom, alias: ast.alias, qual: str, plan: _Plan) -> None:
         new, local = self.renames[qual], alias.asname or alias.name
+        _mark_unsafe(qual, plan)
         if qual == SHARD_MAP:
             for use in self._uses(alias):
                 self._plan_shard_map(use, plan)
@@ -280,12 +303,35 @@ class _Planner:
             plan.dropped.append(alias)
             return
         # It binds `jax`: deleted where another `import jax` stays, else it becomes one.
+        self._replace_dotted_import(stmt, alias, "jax", plan)
+
+    def _plan_import_only(self, stmt: ast.Import, alias: ast.alias, plan: _Plan) -> None:
+        """`import jax.config` binds `jax`: it becomes `import jax` (deleted where another plain
+        `import jax` stays); `import jax.config as c` becomes `from jax import config as c`."""
+        parent, _, last = alias.name.rpartition(".")
+        if alias.asname:
+            if len(stmt.names) != 1:
+                raise Unprovable("an `import ... as` among other imports; split the statement and the fix applies")
+            plan.edits.append(Edit(*self.module.span(stmt), f"from {parent} import {last} as {alias.asname}"))
+            return
+        self._replace_dotted_import(stmt, alias, alias.name.partition(".")[0], plan)  # what it binds
+
+    def _replace_dotted_import(self, stmt: ast.Import, alias: ast.alias, new: str, plan: _Plan) -> None:
+        """`import a.b` (binding `a`) becomes `import a`, or goes where another `import a` stays."""
         start, end = self.module.span(stmt)
         line, after = self.module.src.line_starts[stmt.lineno - 1], self.module.text.find("\n", end) + 1 or len(self.module.text)
-        others = [b for b in self.module.names.module_scope.bindings.get("jax", []) if isinstance(b, ImportBinding)
-                  and b.node is not alias and b.node.name == "jax" and not b.node.asname]
+        others = [b for b in self.module.names.module_scope.bindings.get(new, []) if isinstance(b, ImportBinding)
+                  and b.node is not alias and b.node.name == new and not b.node.asname]
         alone = not (self.module.text[line:start] + self.module.text[end:after]).strip() and len(stmt.names) == 1
-        plan.edits.append(Edit(line, after, "") if others and alone else Edit(*self.module.span(alias), "jax"))
+        plan.edits.append(Edit(line, after, "") if others and alone else Edit(*self.module.span(alias), new))
+
+    def _import_only(self, alias: ast.alias) -> catalogue.Symbol | None:
+        stmt = self.module.parent_of(alias)
+        if isinstance(stmt, ast.Import):
+            return catalogue.import_only(alias.name)
+        if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            return catalogue.import_only(stmt.module)
+        return None
 
     # -- shard_map -------------------------------------------------------------------------
 
@@ -444,7 +490,7 @@ def _last_components() -> tuple[frozenset[str], frozenset[str]]:
     of the legacy modules (`x.maps.anything` is a member of one)."""
     named = [s for s in catalogue.symbols() if s.kind in catalogue.NAMED_KINDS]
     return (frozenset(n.rpartition(".")[2] for s in named for n in s.names),
-            frozenset(n.rpartition(".")[2] for s in named if s.kind == "module" for n in s.names))
+            frozenset(n.rpartition(".")[2] for s in named if s.kind in catalogue.CONTAINER_KINDS for n in s.names))
 
 
 def _through_module(chain: ast.expr, module_last: frozenset[str]) -> bool:
@@ -455,6 +501,24 @@ def _through_module(chain: ast.expr, module_last: frozenset[str]) -> bool:
             return True
         chain = chain.value
     return False
+
+
+# Packages `import jax` does not load (checked on jax 0.4.30 and 0.10.2: it loads jax.numpy,
+# jax.sharding, jax.tree, jax.errors, jax.core, ... but not jax.extend): a renamed attribute chain
+# into one needs its module imported, or it raises AttributeError.
+_NOT_LOADED_BY_JAX = ("jax.extend",)
+
+
+def _load_home(new: str, plan: _Plan) -> None:
+    home = new.rpartition(".")[0]
+    if home.startswith(_NOT_LOADED_BY_JAX):
+        plan.add_imports.add((home, None, None))
+
+
+def _mark_unsafe(qualname: str, plan: _Plan) -> None:
+    symbol = catalogue.lookup(qualname)
+    if symbol is not None and symbol.safety == "unsafe":
+        plan.unsafe = symbol.note or "the replacement is not the same function"
 
 
 def _code(qualname: str) -> str | None:
@@ -468,7 +532,7 @@ def _manual(qualname: str | None) -> str:
     if qualname == MAPS:
         return ("the module was deleted in JAX 0.4.31: use `jax.sharding.Mesh` for its Mesh, port xmap "
                 "by hand, then delete the import")
-    return f"`{qualname}` has no JAX 0.10 counterpart this tool can rename to"
+    return f"`{qualname}` has no same-meaning JAX 0.10 name to rename it to; migrate it by hand"
 
 
 def _base(chain: ast.expr) -> ast.expr:
