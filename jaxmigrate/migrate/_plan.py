@@ -11,6 +11,7 @@ grouping (``_imports``).
 from __future__ import annotations
 
 import ast
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
@@ -100,6 +101,31 @@ def apply(text: str, plan: Plan) -> str:
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
         return out
     return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers, read_before)
+
+
+def declined_edits(module: ParsedModule, owned: Sequence[tuple[Hashable, Sequence[Edit]]]) -> dict[Hashable, str]:
+    """Why some sites' edits cannot be made, by site: ``owned`` is each site with the edits its
+    rewrite makes. A site whose edits overlap another's (a pmap applied to a pmap: the outer
+    rewrite would hold the inner's text) is declined with the other, since one plan cannot make
+    both; an edit inside an f-string is declined too, since a rewrite spelled across lines, or with
+    the f-string's own quotes, cannot stand in a replacement field before Python 3.12. Every
+    planner asks this of the edits it would offer, so a fix the lint advertises can be made."""
+    reasons: dict[Hashable, str] = {}
+    fstrings = [module.span(node) for node in module.of_type(ast.JoinedStr)]
+    for key, edits in owned:
+        for edit in edits:
+            if any(start < edit.start and edit.end < end for start, end in fstrings):
+                reasons[key] = "it is inside an f-string, whose replacement field cannot hold the rewrite"
+    reach, reacher = -1, -1  # the furthest end of an edit seen so far in the sweep, and whose
+    for start, end, index in sorted((e.start, e.end, i) for i, (_, edits) in enumerate(owned) for e in edits):
+        if start < reach and index != reacher:
+            lines = [module.src.position(owned[i][1][0].start)[0] for i in (reacher, index)]
+            for one, other in ((reacher, lines[1]), (index, lines[0])):
+                reasons.setdefault(owned[one][0], f"its rewrite overlaps that of the site at line {other} "
+                                                  "(one inside the other): migrate it by hand")
+        if end > reach:
+            reach, reacher = end, index
+    return reasons
 
 
 def selected(module: ParsedModule, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:

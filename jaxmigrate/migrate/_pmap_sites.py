@@ -17,7 +17,7 @@ from functools import cached_property
 
 from jaxmigrate.core.ast_fields import walk
 from jaxmigrate.core.module import ParsedModule
-from jaxmigrate.migrate._plan import Plan, Unprovable
+from jaxmigrate.migrate._plan import Plan, Unprovable, declined_edits
 from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
 
 PMAP = "jax.pmap"
@@ -443,13 +443,21 @@ class Planner:
         """Render every offered rewrite into a scratch plan: what cannot be spelled here is a reason."""
         from jaxmigrate.migrate._pmap_render import Rewriter
 
-        rewriter = Rewriter(self.module, Plan())
+        plan = Plan()
+        rewriter = Rewriter(self.module, plan)
+        owned = []
         for app in apps:
             if app.reason is None and app.options is not None:
+                made = len(plan.edits)
                 try:
                     rewriter.render(app)
                 except Unprovable as why:
                     app.reason = str(why)
+                else:
+                    owned.append((id(app), plan.edits[made:]))
+        declined = declined_edits(self.module, owned)
+        for app in apps:
+            app.reason = declined.get(id(app), app.reason)
 
     def _mark_nested(self, apps: list[Application]) -> None:
         refs = {id(a.ref): a for a in apps}
