@@ -107,3 +107,41 @@ def test_a_pmap_in_an_f_string_is_declined_and_the_others_are_rewritten():
     assert 'print(f"{pmap(abs)}")' in result.text and "h = jax.jit(" in result.text
     (left,) = result.findings
     assert left.fix is None and "inside an f-string" in left.message
+
+
+# -- a finding is never lost because something else changed -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        pytest.param("import jax\n\n\n@jax.pmap\ndef step(x):\n    return x + 1\n\n\n"
+                     "y = jax.tree.map(lambda x: x[0], step(1))\n", "JM505", id="JM505 after its pmap's rewrite"),
+        pytest.param("import jax\n\n\n@jax.pmap\ndef step(key):\n    return jax.random.normal(key)\n\n\n"
+                     "keys = jax.random.split(jax.random.PRNGKey(0), num=jax.local_device_count())\n"
+                     "out = step(keys)\n", "JM503", id="JM503 after its pmap's rewrite"),
+    ],
+)
+def test_a_finding_about_pmaps_device_axis_stays_after_the_exact_rewrite(text, code):
+    assert code in [c for c, _ in check(text)]
+    result = fixed(text)
+    assert "jax.shard_map" in result.text
+    assert code in [f.code for f in result.findings]
+
+
+def test_an_axis_the_fixer_invents_does_not_bind_an_unrelated_collective():
+    text = ("import jax\nfrom flax import jax_utils\nfrom jax import lax\n\n"
+            "params = jax_utils.replicate({'w': 1.0})\n\n\n"
+            "def g(x):\n    return lax.psum(x, axis_name='devices')\n\n\n"
+            "h = jax.vmap(lambda x: lax.psum(x, 'batch'), axis_name='batch')\n")
+    assert ("JM401", 9) in check(text)
+    result = fixed(text)
+    assert "jax.device_put(" in result.text and '("devices_1",)' in result.text
+    assert "JM401" in [f.code for f in result.findings]
+
+
+def test_an_unnamed_pmap_rewritten_keeps_an_unbound_axis_unbound():
+    # `psum(x, "devices")` under a bare pmap raises (unbound axis); the rewrite must not make it run.
+    text = 'import jax\nfrom jax import lax\n\n\n@jax.pmap\ndef step(x):\n    return lax.psum(x, "devices")\n'
+    result = fixed(text)
+    assert 'P("devices_1")' in result.text and 'lax.psum(x, "devices")' in result.text

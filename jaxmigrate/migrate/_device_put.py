@@ -46,7 +46,7 @@ from functools import cached_property
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, remove_imports_of, resolves, selected
+from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, invented_axis, remove_imports_of, resolves, selected
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 _REPLICATED, _SHARDED = "jax.device_put_replicated", "jax.device_put_sharded"
@@ -242,7 +242,8 @@ class _Placements:
     def sharding(self, devices: str) -> str:
         named, mesh = self.namer.sharding("NamedSharding"), self.namer.sharding("Mesh")
         spec = self.namer.sharding("PartitionSpec", "P")
-        return f'{named}({mesh}({devices}, ("devices",)), {spec}("devices"))'
+        axis = invented_axis(self.module)
+        return f'{named}({mesh}({devices}, ("{axis}",)), {spec}("{axis}"))'
 
     def argument(self, node: ast.expr, starred: bool = False) -> str:
         text = self.module.segment(node)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import ParsedModule, release
+from jaxmigrate.lint.patterns import collective_axis_names
 from jaxmigrate.migrate._imports import imports_read, write_imports
 from jaxmigrate.migrate._layout import fit_edits
 
@@ -126,6 +127,20 @@ def declined_edits(module: ParsedModule, owned: Sequence[tuple[Hashable, Sequenc
         if end > reach:
             reach, reacher = end, index
     return reasons
+
+
+def invented_axis(module: ParsedModule, preferred: str = "devices") -> str:
+    """The name of the axis of a mesh a fix invents for pmap's unnamed device axis: ``preferred``,
+    unless a collective of the module already names an axis so (``psum(x, axis_name="devices")``):
+    the new axis would bind it, making code that raised run and silencing JM401 on it. Then
+    ``devices_1``, ``devices_2``, ... The test is on collectives, not on every string: the meshes
+    earlier passes wrote spell the name too, and must not move the next pass off it."""
+    taken = collective_axis_names(module.names, module.of_type(ast.Call)) if preferred in module.text else set()
+    name, count = preferred, 0
+    while name in taken:
+        count += 1
+        name = f"{preferred}_{count}"
+    return name
 
 
 def selected(module: ParsedModule, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:

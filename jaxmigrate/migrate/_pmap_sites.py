@@ -17,7 +17,7 @@ from functools import cached_property
 
 from jaxmigrate.core.ast_fields import walk
 from jaxmigrate.core.module import ParsedModule
-from jaxmigrate.migrate._plan import Plan, Unprovable, declined_edits
+from jaxmigrate.migrate._plan import Plan, Unprovable, declined_edits, invented_axis
 from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
 
 PMAP = "jax.pmap"
@@ -315,7 +315,7 @@ class Planner:
 
     def _axis(self, app: Application, node: ast.expr | None) -> Axis | None:
         if node is None or isinstance(node, ast.Constant) and node.value is None:
-            name = INTERNAL_AXIS if self._names_internal_axis else READABLE_AXIS
+            name = INTERNAL_AXIS if self._names_internal_axis else invented_axis(self.module, READABLE_AXIS)
             return Axis(name, name)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return Axis(node.value, node.value, node)
