@@ -145,3 +145,22 @@ def test_an_unnamed_pmap_rewritten_keeps_an_unbound_axis_unbound():
     text = 'import jax\nfrom jax import lax\n\n\n@jax.pmap\ndef step(x):\n    return lax.psum(x, "devices")\n'
     result = fixed(text)
     assert 'P("devices_1")' in result.text and 'lax.psum(x, "devices")' in result.text
+
+
+def test_a_try_import_made_unused_by_one_fix_is_fixed_in_one_run():
+    # Was: JM307's fix rejected (IndentationError) in the first run, applied by the second.
+    result = fixed(
+        """
+        import jax
+        from flax import jax_utils
+        from jax.experimental import mesh_utils
+        try:
+            from jax.sharding import Mesh
+        except ImportError:
+            pass
+        devices = mesh_utils.create_device_mesh((8,))
+        mesh = Mesh(devices, ("x",))
+        params = jax_utils.replicate({"w": 1.0})
+        """)
+    assert result.fixed == 2 and not result.findings
+    assert "mesh = jax.make_mesh((8,)" in result.text
