@@ -25,6 +25,8 @@ from jaxmigrate.files import (
     decode,
     encode,
     fingerprint,
+    link_outside,
+    read_bytes,
     remove_abandoned_temp_files,
     write_atomic,
 )
@@ -52,6 +54,7 @@ class Job:
     target_jax: tuple[int, int]
     from_jax: tuple[int, int] | None = None  # the JAX the code was written for; None: not known
     line_length: int | None = None  # the width rewritten lines keep to; None: each file's own
+    root: str | None = None  # --fix writes no symlink leading outside it; None: any
 
 
 @dataclass
@@ -160,6 +163,9 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
     try:
         result = process_raw(_read_bytes(path), path, codes, job)
         if result.changed and job.mode is Mode.FIX:
+            if job.root is not None and (target := link_outside(path, job.root)) is not None:
+                return _not_written(path, codes, job, f"{path} is a symlink to {target}, outside the project"
+                                    f" ({job.root}); not written: fix that file itself")
             try:
                 write_atomic(Path(path), result.new_bytes, expected=result.read)
             except FileChanged:
@@ -177,7 +183,7 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
 
 def _read_bytes(path: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return read_bytes(path)
     except OSError as error:
         raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
 

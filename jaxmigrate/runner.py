@@ -72,7 +72,8 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
         raise UsageError(str(error)) from None
 
     mode = engine.Mode.DIFF if options.diff else engine.Mode.FIX if options.fix else engine.Mode.CHECK
-    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax, settings.line_length)
+    job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax, settings.line_length,
+                     str(settings.root))
 
     if use_stdin:
         name = options.stdin_filename or "-"
