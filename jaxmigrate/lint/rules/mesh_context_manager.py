@@ -107,6 +107,15 @@ class MeshContextManager(SiteFixes, CatalogueRule):
         Invalid("from jax.sharding import Mesh as M\nwith M(devs, ('x',)) as mesh:\n    pass\n"),
         Invalid(
             "import jax\nfrom jax.sharding import Mesh\nm = Mesh(d, ('x',))\n\ndef run():\n"
-            "    with m, open('log'):\n        pass\n"
+            "    with m, open('log'):\n        pass\n",
+            expected="""
+            import jax
+            from jax.sharding import Mesh
+            m = Mesh(d, ('x',))
+
+            def run():
+                with jax.set_mesh(m), open('log'):
+                    pass
+            """,
         ),
     ]
