@@ -164,3 +164,15 @@ def test_a_try_import_made_unused_by_one_fix_is_fixed_in_one_run():
         """)
     assert result.fixed == 2 and not result.findings
     assert "mesh = jax.make_mesh((8,)" in result.text
+
+
+def test_the_same_import_in_try_and_except_stays_one_name_after_the_fix():
+    # The except branch is a fallback (not reported); after the try branch is rewritten, `Mesh`
+    # must not turn ambiguous: `with mesh:` (JM308) was no longer reported.
+    text = ("import jax\ntry:\n    from jax.experimental.maps import Mesh\nexcept ImportError:\n"
+            "    from jax.experimental.maps import Mesh\nmesh = Mesh(jax.devices(), ('x',))\nwith mesh:\n    pass\n")
+    assert check(text) == [("JM303", 3), ("JM308", 7)]
+    result = fixed(text, unsafe=False)
+    assert "    from jax.sharding import Mesh\nexcept" in result.text
+    assert [(f.code, f.line) for f in result.findings] == [("JM308", 7)]
+    assert "with jax.set_mesh(mesh):" in fixed(text).text
