@@ -176,3 +176,14 @@ def test_the_same_import_in_try_and_except_stays_one_name_after_the_fix():
     assert "    from jax.sharding import Mesh\nexcept" in result.text
     assert [(f.code, f.line) for f in result.findings] == [("JM308", 7)]
     assert "with jax.set_mesh(mesh):" in fixed(text).text
+
+
+def test_a_with_mesh_the_fix_rewrites_is_one_check_reported():
+    # `Mesh` imported from maps and from sharding is a mesh either way: check reports `with mesh1:`
+    # (without a fix, and says why), which --fix rewrites once JM303 made the name one.
+    text = ("import jax\nfrom jax.experimental.maps import Mesh\nfrom jax.sharding import Mesh\n"
+            "mesh1 = Mesh(jax.devices(), ('x',))\nwith mesh1:\n    pass\n")
+    findings = lint_text(text, "t.py", RULES, TARGET)
+    assert [(f.code, f.line, f.fix is None) for f in findings] == [("JM303", 2, False), ("JM308", 5, True)]
+    assert "imported more than once" in findings[1].message
+    assert "with jax.set_mesh(mesh1):" in fixed(text).text

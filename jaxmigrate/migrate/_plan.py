@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import ParsedModule, release
 from jaxmigrate.lint.patterns import collective_axis_names
+from jaxmigrate.names import LOCAL
 from jaxmigrate.migrate._imports import imports_read, write_imports
 from jaxmigrate.migrate._layout import fit_edits
 
@@ -157,7 +158,9 @@ def resolves(module: ParsedModule, expr: ast.expr, names: frozenset[str]) -> str
     if not hit:
         return None
     if len(candidates) > 1:
-        raise Unprovable("the name may also refer to a local definition")
+        if LOCAL in candidates:
+            raise Unprovable("the name may also refer to a local definition")
+        raise Unprovable(f"the name may refer to any of {', '.join(sorted(candidates))} (imported more than once)")
     return next(iter(hit))
 
 

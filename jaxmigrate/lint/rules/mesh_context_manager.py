@@ -67,13 +67,11 @@ class MeshContextManager(SiteFixes, CatalogueRule):
 
     def _is_mesh(self, expr: ast.expr, ctx: FileContext, constructors: set[str]) -> bool:
         if isinstance(expr, ast.Call):
-            return ctx.names.qualified_name(expr.func) in constructors
+            return _makes_mesh(expr, ctx, constructors)
         if isinstance(expr, ast.Name):
             bindings = ctx.names.bindings(expr)
             return bool(bindings) and all(
-                isinstance(b, ValueBinding)
-                and isinstance(b.value, ast.Call)
-                and ctx.names.qualified_name(b.value.func) in constructors
+                isinstance(b, ValueBinding) and isinstance(b.value, ast.Call) and _makes_mesh(b.value, ctx, constructors)
                 for b in bindings
             )
         return False
@@ -119,3 +117,11 @@ class MeshContextManager(SiteFixes, CatalogueRule):
             """,
         ),
     ]
+
+
+def _makes_mesh(call: ast.Call, ctx: FileContext, constructors: set[str]) -> bool:
+    """Whether every name the callee may be is a mesh constructor: `Mesh` imported both from
+    `jax.experimental.maps` and from `jax.sharding` is a mesh either way (and becomes one name once
+    JM303 moved the first import, which must not make a `with mesh:` appear only then)."""
+    candidates = ctx.names.candidates(call.func)
+    return bool(candidates) and candidates <= constructors
