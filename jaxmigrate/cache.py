@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.files import read_bytes
 from jaxmigrate.lint.findings import Blocker, Finding, Fix, Safety
 
 CACHE_DIR = ".jaxmigrate_cache"
@@ -44,7 +45,7 @@ class FindingsCache:
     ) -> tuple[str | None, list[Finding] | None]:
         """(key, findings): the key to store under later, and the cached findings if any."""
         try:
-            data = path.read_bytes()
+            data = read_bytes(path)  # not Path.read_bytes: a FIFO named as a file would hang it
         except OSError:
             return None, None
         digest = hashlib.blake2b(data, digest_size=20)

@@ -25,6 +25,8 @@ from jaxmigrate.files import (
     decode,
     encode,
     fingerprint,
+    link_outside,
+    read_bytes,
     remove_abandoned_temp_files,
     write_atomic,
 )
@@ -58,6 +60,7 @@ class Job:
     # Also return what `noqa` comments suppressed (FileResult.suppressed), for `jaxmigrate report`.
     # Such a run neither reads nor writes the cache, which holds shown findings only.
     with_suppressed: bool = False
+    root: str | None = None  # --fix writes no symlink leading outside it; None: any
 
 
 @dataclass
@@ -189,6 +192,9 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
     try:
         result = process_raw(_read_bytes(path), path, codes, job)
         if result.changed and job.mode is Mode.FIX:
+            if job.root is not None and (target := link_outside(path, job.root)) is not None:
+                return _not_written(path, codes, job, f"{path} is a symlink to {target}, outside the project"
+                                    f" ({job.root}); not written: fix that file itself")
             try:
                 write_atomic(Path(path), result.new_bytes, expected=result.read)
             except FileChanged:
@@ -206,7 +212,7 @@ def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
 
 def _read_bytes(path: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return read_bytes(path)
     except OSError as error:
         raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
 

@@ -80,9 +80,40 @@ def _decode_error(name: str, encoding: str, error: UnicodeDecodeError) -> Source
     )
 
 
+def read_bytes(path: str | Path) -> bytes:
+    """A regular file's bytes. Anything else named as a file (a FIFO, a device, a socket) is an
+    OSError, raised before it is read: reading a FIFO waits for a writer, forever. Opened without
+    blocking and tested on the open file, so nothing swapped in after a check is read either."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else (
+                "a socket" if stat.S_ISSOCK(mode) else "not a file")
+            raise OSError(errno.EINVAL, f"not a regular file ({kind}); skipped", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            return handle.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def link_outside(path: str | Path, root: str | Path) -> str | None:
+    """Where ``path`` leads when it is a symlink (or under one) to a file outside ``root``; None
+    otherwise. --fix does not write through such a link, as ruff does not: the file it reaches
+    belongs to another tree, which the user did not ask to change."""
+    target = os.path.realpath(path)
+    if os.path.abspath(path) == target:
+        return None
+    top = os.path.realpath(root)
+    return None if target == top or target.startswith(top.rstrip(os.sep) + os.sep) else target
+
+
 def read_source(path: Path) -> SourceFile:
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path)
     except OSError as error:
         raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
     return decode(raw, str(path))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children, children_in
+from jaxmigrate.core.fallbacks import catches_import_error
 
 LOCAL = "<local>"  # bound by something this resolver cannot see through: def, parameter, loop, ...
 
@@ -262,6 +263,22 @@ class _ScopeBuilder:
         for stmt in stmts:
             self._stmt(stmt, scope)
 
+    def _fallback(self, stmts: list[ast.stmt], scope: Scope, imported: set[str]) -> None:
+        """An ``except ImportError:`` body after a ``try:`` that imports ``imported``: an import
+        there of one of those names is the fallback for an older library, not a second binding.
+        The code runs the ``try:`` import wherever it succeeds, so the name resolves to that one
+        (the lint rules do not report such fallbacks either: ``lint.legacy``). Without this, the
+        two imports made the name ambiguous, and a rewrite of the ``try:`` one changed what
+        other rules saw (JM308 on a mesh built from it disappeared)."""
+        for stmt in stmts:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                kept = [a for a in stmt.names if (a.asname or a.name.partition(".")[0]) not in imported]
+                if len(kept) < len(stmt.names):
+                    if kept:
+                        self._stmt(type(stmt)(**{**stmt.__dict__, "names": kept}), scope)
+                    continue
+            self._stmt(stmt, scope)
+
     def _stmt(self, node: ast.stmt, scope: Scope) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self._exprs([*node.decorator_list, *_defaults(node.args), node.returns], scope)
@@ -312,11 +329,16 @@ class _ScopeBuilder:
             self._body(node.body, scope)
         elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             self._body(node.body, scope)
+            imported = {alias.asname or alias.name.partition(".")[0] for stmt in node.body
+                        if isinstance(stmt, (ast.Import, ast.ImportFrom)) for alias in stmt.names}
             for handler in node.handlers:
                 self._expr(handler.type, scope)
                 if handler.name:
                     scope.bind(handler.name, OpaqueBinding(handler))
-                self._body(handler.body, scope)
+                if imported and catches_import_error(handler.type):
+                    self._fallback(handler.body, scope, imported)
+                else:
+                    self._body(handler.body, scope)
             self._body(node.orelse + node.finalbody, scope)
         elif isinstance(node, ast.Global):
             scope.globals.update(node.names)

@@ -98,7 +98,7 @@ def check(options: CheckOptions, stdin=None, stdout=None, stderr=None) -> int:
 
     mode = engine.Mode.DIFF if options.diff else engine.Mode.FIX if options.fix else engine.Mode.CHECK
     job = engine.Job(mode, options.unsafe_fixes, settings.target_jax, settings.from_jax, settings.line_length,
-                     settings.fix_policy)
+                     settings.fix_policy, root=str(settings.root))
     if options.output_file is not None and not (use_stdin and mode is engine.Mode.FIX):
         report_stream = io.StringIO()  # written to the file once the run is done (see _deliver)
     else:

@@ -954,3 +954,36 @@ def test_rules_and_explain_say_a_fix_may_be_unsafe_where_findings_can(code):
     assert (listed[code]["fix"], listed[code]["fix_safeties"]) == ("safe or unsafe", ["safe", "unsafe"])
     assert "**Fix:** safe or unsafe" in jaxmigrate("explain", code).stdout
     assert listed["JM301"]["fix"] == "unsafe" and listed["JM104"]["fix"] is None
+
+
+# --- what is not a plain file in the project (issue 19) -------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["check", "--fix"])
+def test_a_fifo_named_as_a_file_is_skipped_with_a_message_not_waited_on(tmp_path, mode):
+    # In a subprocess with a timeout: a regression hangs on reading the FIFO, and must fail, not hang.
+    os.mkfifo(tmp_path / "x.py")
+    (tmp_path / "a.py").write_text("import jax\nf = jax.pmap(g)\n")
+    args = ["x.py", "a.py", "--no-cache", "--output-format", "json"] + ([mode] if mode == "--fix" else [])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    result = subprocess.run([sys.executable, "-m", "jaxmigrate", *args], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    reported = json.loads(result.stdout)
+    (fifo,) = [item for item in reported if item["path"] == "x.py"]
+    assert fifo["code"] == "JM000" and "not a regular file (a FIFO)" in fifo["message"]
+    assert ("a.py", "JM101") in {(item["path"], item["code"]) for item in reported}
+
+
+def test_fix_does_not_write_through_a_symlink_to_a_file_outside_the_project(files, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("elsewhere") / "shared.py"
+    outside.write_text("import x\nx.legacy\n")
+    (files / "link.py").symlink_to(outside)
+    result = jaxmigrate("link.py", "--fix", "--no-cache", "--output-format", "json")
+    assert outside.read_text() == "import x\nx.legacy\n"
+    reported = json.loads(result.stdout)
+    assert [item["code"] for item in reported] == ["JM000", "JM901"]
+    assert "is a symlink to" in reported[0]["message"] and "outside the project" in reported[0]["message"]
+    # A link to a file inside the project is fixed through (the file is the project's).
+    (files / "inner.py").symlink_to(files / "a.py")
+    assert jaxmigrate("inner.py", "--fix", "--no-cache").exit_code == 0
+    assert (files / "a.py").read_text() == "import x\nx.modern\n"

@@ -219,3 +219,25 @@ def test_a_backwards_migration_on_the_command_line_is_exit_2(project, test_rules
     (project / "a.py").write_text("import x\nx.legacy\n")
     result = CliRunner().invoke(main, ["a.py", *args], catch_exceptions=False)
     assert result.exit_code == 2 and "jaxmigrate: error: --" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("select", "ignored", "expected"),
+    [
+        pytest.param(["JM901", "JM902"], ["JM901"], ("JM902",), id="same code, equal length: the ignore wins"),
+        pytest.param(["JM90"], ["JM90"], (), id="same prefix, equal length: the ignore wins"),
+        pytest.param(["JM901"], ["JM90"], ("JM901",), id="the longer select wins over a shorter ignore"),
+        pytest.param(["JM90"], ["JM901"], ("JM902", "JM903", "JM904"), id="the longer ignore wins"),
+    ],
+)
+def test_a_per_file_ignore_and_a_select_of_the_same_code(project, test_rules, select, ignored, expected):
+    # As in ruff: the more specific selector wins; at equal length, the ignore does.
+    write_pyproject(
+        project,
+        f'[tool.jaxmigrate]\nselect = {select!r}\n[tool.jaxmigrate.per-file-ignores]\n"tests/*" = {ignored!r}\n'.replace(
+            "'", '"'),
+    )
+    settings = load_settings(None, project)
+    assert settings.rule_codes_for(project / "tests" / "t.py") == expected
+    assert set(settings.rule_codes_for(project / "src" / "t.py")) == {
+        code for code in ("JM901", "JM902", "JM903", "JM904") if any(code.startswith(s) for s in select)}

@@ -101,6 +101,36 @@ PJIT = ("jax.experimental.pjit", "pjit", None)
             [PJIT],
             "def f():\n\n    return jax.jit(g)\n",
             id="a function-level import the edits made unused"),
+        pytest.param(
+            "try:\n    from jax.experimental.pjit import pjit\nexcept ImportError:\n    pass\nf = pjit(g)\n",
+            "try:\n    from jax.experimental.pjit import pjit\nexcept ImportError:\n    pass\nf = jax.jit(g)\n",
+            [PJIT],
+            "try:\n    pass\nexcept ImportError:\n    pass\nf = jax.jit(g)\n",
+            id="the last statement of a try body becomes pass (issue 19)"),
+        pytest.param(
+            "if True: from jax.experimental.pjit import pjit\nf = pjit(g)\n",
+            "if True: from jax.experimental.pjit import pjit\nf = jax.jit(g)\n",
+            [PJIT],
+            "if True: pass\nf = jax.jit(g)\n",
+            id="the only statement of a one-line block becomes pass"),
+        pytest.param(
+            "import os; from jax.experimental.pjit import pjit\nf = pjit(g)\n",
+            "import os; from jax.experimental.pjit import pjit\nf = jax.jit(g)\n",
+            [PJIT],
+            "import os\nf = jax.jit(g)\n",
+            id="after a `;`: goes with its separator (issue 19)"),
+        pytest.param(
+            "from jax.experimental.pjit import pjit; import os\nf = pjit(g)\n",
+            "from jax.experimental.pjit import pjit; import os\nf = jax.jit(g)\n",
+            [PJIT],
+            "import os\nf = jax.jit(g)\n",
+            id="before a `;`: goes with its separator"),
+        pytest.param(
+            "import os; from jax.experimental.pjit import pjit;\nf = pjit(g)\n",
+            "import os; from jax.experimental.pjit import pjit;\nf = jax.jit(g)\n",
+            [PJIT],
+            "import os\nf = jax.jit(g)\n",
+            id="a trailing `;` goes too"),
     ],
 )
 def test_removed_imports(original, edited, remove, expected):

@@ -196,14 +196,27 @@ def test_a_suppressed_mention_is_not_rewritten():
 
 def test_a_name_that_may_be_pjit_or_something_else_is_kept():
     text = textwrap.dedent("""\
+        if OLD_JAX:
+            from jax.experimental.pjit import pjit as maybe
+        else:
+            from jax import jit as maybe
+        either = maybe(abs)
+    """)
+    (site,) = analyse_pjit(text)
+    assert not site.rewritable and "may be jax.experimental.pjit.pjit, jax.jit" in site.reason
+    assert rewrite_pjit(text, unsafe=True) == text
+
+
+def test_an_except_import_error_fallback_is_no_pjit_site():
+    # The try import is what runs on current JAX; the fallback is for older ones (names.py).
+    text = textwrap.dedent("""\
         try:
             from jax import jit as maybe
         except ImportError:
             from jax.experimental.pjit import pjit as maybe
         either = maybe(abs)
     """)
-    (site,) = analyse_pjit(text)
-    assert not site.rewritable and "may be jax.experimental.pjit.pjit, jax.jit" in site.reason
+    assert analyse_pjit(text) == []
     assert rewrite_pjit(text, unsafe=True) == text
 
 

@@ -38,6 +38,14 @@ def _resolve(source: str, marker: str = "TARGET"):
         pytest.param("from . import jax\nTARGET = jax.pmap", {".jax.pmap"}, id="relative-import"),
         pytest.param("from .pkg import pmap\nTARGET = pmap", {".pkg.pmap"}, id="relative-from-module"),
         pytest.param("import jax\npm = jax.pmap\nTARGET = pm", {"jax.pmap"}, id="rebinding"),
+        pytest.param("try:\n    from jax.sharding import Mesh\nexcept ImportError:\n"
+                     "    from jax.experimental.maps import Mesh\nTARGET = Mesh",
+                     {"jax.sharding.Mesh"}, id="an except-ImportError import is the try import's fallback"),
+        pytest.param("try:\n    from jax.sharding import Mesh\nexcept ValueError:\n"
+                     "    from jax.experimental.maps import Mesh\nTARGET = Mesh",
+                     {"jax.sharding.Mesh", "jax.experimental.maps.Mesh"}, id="another except: two candidates"),
+        pytest.param("try:\n    from jax import pmap\nexcept ImportError:\n    pmap = None\nTARGET = pmap",
+                     {"jax.pmap", LOCAL}, id="a fallback value, not an import: two candidates"),
         pytest.param("import jax\nTARGET = undefined_name", set(), id="unbound-builtin-like"),
         pytest.param("from jax import pmap\ndef pmap(f):\n    return f\nTARGET = pmap",
                      {"jax.pmap", LOCAL}, id="import-and-def-ambiguous"),

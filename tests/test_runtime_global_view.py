@@ -35,7 +35,7 @@ FLAX = {"global_flax_train_state"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
-PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
+PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_array_means": "['params']", "global_optstate_metrics": "['params']",
           "global_eval_predictions": None, "global_flax_train_state": "['params']",
           "global_dropout_keys": "['params']"}
 

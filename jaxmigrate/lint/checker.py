@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cache
 
-from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import forget, reusing_checked_modules
 from jaxmigrate.core.source import SourceText
 from jaxmigrate.lint import fix_policy, suppressions
@@ -311,24 +311,41 @@ def _apply_codemod(text, findings, source, path, rejected, errors, check) -> tup
     """(fixes applied, the text after them, its findings when already checked)."""
     name = next_codemod(findings)
     mine = [f for f in findings if f.fix.codemod == name]
-    sites = frozenset((f.line, f.column) for f in mine)
-    checked = None
-    try:
-        candidate = _load_codemod(name)(text, sites)
-    except Exception as error:  # a codemod's bug must not cost the user the other fixes
-        candidate, problem = None, f"{type(error).__name__}: {error}"
-    else:
-        forget()  # the old text's module: not needed again, and not to be held with the new one
-        if candidate != text:
-            checked = check(candidate)
-        problem = "its result does not parse" if candidate != text and checked is None else None
+    candidate, checked, problem = _run_codemod(name, text, mine, check)
+    applied = mine
+    if problem is not None and len(mine) > 1:
+        # One bad site must not sink the others: each site alone, then the good ones together.
+        good = [f for f in mine if _run_codemod(name, text, [f], check)[2] is None]
+        if good and len(good) < len(mine):
+            candidate, checked, again = _run_codemod(name, text, good, check)
+            if again is None:
+                applied = good
+                for finding in mine:
+                    if finding not in good:
+                        rejected.add(_fix_key(finding.fix))
+                        errors.append(_broken_fix_error(path, finding.code, finding.fix, source, finding, problem))
+                problem = None
     if problem is None and candidate != text:
-        return len(mine), candidate, checked
+        return len(applied), candidate, checked
     for finding in mine:
         rejected.add(_fix_key(finding.fix))
     if problem is not None:
         errors.append(_broken_fix_error(path, mine[0].code, mine[0].fix, source, mine[0], problem))
     return 0, text, None
+
+
+def _run_codemod(name, text, findings, check) -> tuple[str, list | None, str | None]:
+    """(the codemod's result for the sites of ``findings``, its findings, what went wrong or None)."""
+    sites = frozenset((f.line, f.column) for f in findings)
+    try:
+        candidate = _load_codemod(name)(text, sites)
+    except Exception as error:  # a codemod's bug must not cost the user the other fixes
+        return text, None, f"{type(error).__name__}: {error}"
+    forget()  # the old text's module: not needed again, and not to be held with the new one
+    if candidate == text:
+        return text, None, None
+    checked = check(candidate)
+    return candidate, checked, "its result does not parse" if checked is None else None
 
 
 @cache
@@ -374,10 +391,10 @@ def _apply_non_overlapping(text: str, fixes: list[Fix], newline: str) -> tuple[l
 
 
 def _apply(text: str, edits: list[Edit], newline: str) -> str:
-    for edit in sorted(edits, reverse=True):
-        content = edit.content.replace("\n", newline) if newline != "\n" else edit.content
-        text = text[: edit.start] + content + text[edit.end :]
-    return text
+    # One splice, not a copy of the text per edit (quadratic on a big file with many fixes).
+    if newline != "\n":
+        edits = [Edit(e.start, e.end, e.content.replace("\n", newline)) for e in edits]
+    return splice(text, edits)
 
 
 def _parses(text: str) -> bool:

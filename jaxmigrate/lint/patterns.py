@@ -13,8 +13,30 @@ DEVICE_COUNTS = frozenset({"jax.local_device_count", "jax.device_count"})
 DEVICE_LISTS = frozenset({"jax.devices", "jax.local_devices"})
 JIT = frozenset({"jax.jit", "jax.experimental.pjit.pjit"})
 PMAP = frozenset({"jax.pmap"})
+SHARD_MAP = frozenset({"jax.shard_map", "jax.experimental.shard_map.shard_map"})
+VMAP = frozenset({"jax.vmap"})
 PARTITION_SPEC = frozenset({"jax.sharding.PartitionSpec", "jax.P"})
+# collective -> (position, keyword) of its axis name
+COLLECTIVES = {
+    **{f"jax.lax.{n}": (1, "axis_name") for n in (
+        "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "all_to_all", "psum_scatter",
+        "pshuffle", "pbroadcast")},
+    "jax.lax.axis_index": (0, "axis_name"),
+    "jax.lax.axis_size": (0, "axis_name"),
+}
 MESH_MAKERS = frozenset({"jax.make_mesh", "jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
+
+
+def collective_axis_names(names: NameResolver, calls: Iterable[ast.AST]) -> set[str]:
+    """The literal axis names the collectives among ``calls`` name (``psum(x, "i")``: ``{"i"}``)."""
+    found: set[str] = set()
+    for call in calls:
+        name = call_name_among(names, call, _COLLECTIVE_NAMES)
+        if name is not None and name in COLLECTIVES:
+            value = argument(call, *COLLECTIVES[name])  # type: ignore[arg-type]
+            parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+            found |= {text for part in parts if (text := str_literal(part)) is not None}
+    return found
 
 
 def call_name(names: NameResolver, node: ast.AST) -> str | None:
@@ -40,6 +62,9 @@ def calls_to(names: NameResolver, node: ast.AST, wanted: Iterable[str]) -> bool:
     if func.__class__ is ast.Attribute and func.attr not in _last_components(frozenset(wanted)):
         return False  # `x.attr` can only name something ending in `.attr`: no need to resolve it
     return names.qualified_name(func) in wanted
+
+
+_COLLECTIVE_NAMES = frozenset(COLLECTIVES)
 
 
 @cache
@@ -103,6 +128,27 @@ def decorated_by(names: NameResolver, func: ast.AST, wanted: frozenset[str]) -> 
         if any(t.name in wanted for t in names.resolve(target)):
             return True
     return False
+
+
+def is_exact_pmap_rewrite(names: NameResolver, node: ast.AST) -> bool:
+    """``jax.jit(jax.shard_map(jax.vmap(f), ...))`` (also without the jit) or a def decorated by
+    both ``partial(jax.shard_map, ...)`` and ``jax.vmap``: the form JM101's exact fix writes for a
+    pmap, which keeps pmap's leading device axis. The rules about that axis (JM503, JM505) count
+    it as a pmap, so a finding does not vanish because the pmap it depends on was rewritten."""
+    if isinstance(node, ast.Call):
+        if node.args and calls_to(names, node, JIT):
+            node = node.args[0]
+        return calls_to(names, node, SHARD_MAP) and bool(node.args) and calls_to(names, node.args[0], VMAP)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return decorated_by(names, node, SHARD_MAP) and decorated_by(names, node, VMAP)
+    return False
+
+
+def has_exact_pmap_rewrite(names: NameResolver, by_type: dict) -> bool:
+    """Whether the module holds ``is_exact_pmap_rewrite`` code (``by_type``: the file's index)."""
+    return any(is_exact_pmap_rewrite(names, node)
+               for kind in (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)
+               for _, node in by_type.get(kind, ()))
 
 
 def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:

@@ -60,7 +60,8 @@ def unsuppressed(findings: list[Finding], source: SourceText, path: str, selecte
     file_directives: list[_Directive] = []
     # The tokenizer runs only when some directive may matter: most files never need it.
     if (audit and may_need_audit(text)) or ("jaxmigrate:" in text and _FILE_NOQA_ANYWHERE.search(text)) or any(
-        _NOQA.search(source.line(f.line)) for f in findings if f.line <= len(source.line_starts)
+        # Once per line, not per finding: a one-line file of 5 MB with 200k findings was quadratic.
+        _NOQA.search(source.line(n)) for n in {f.line for f in findings} if n <= len(source.line_starts)
     ):
         comments = _comments(text)
         if comments is None:  # cannot tokenize: the raw lines are all there is

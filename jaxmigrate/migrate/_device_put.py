@@ -55,7 +55,7 @@ from functools import cached_property
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, remove_imports_of, resolves, selected
+from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, invented_axis, remove_imports_of, resolves, selected
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 _REPLICATED, _SHARDED = "jax.device_put_replicated", "jax.device_put_sharded"
@@ -303,7 +303,8 @@ class _Placements:
     def sharding(self, devices: str) -> str:
         named, mesh = self.namer.sharding("NamedSharding"), self.namer.sharding("Mesh")
         spec = self.namer.sharding("PartitionSpec", "P")
-        return f'{named}({mesh}({devices}, ("devices",)), {spec}("devices"))'
+        axis = invented_axis(self.module)
+        return f'{named}({mesh}({devices}, ("{axis}",)), {spec}("{axis}"))'
 
     def step_mesh(self, node: ast.expr) -> tuple[str, str] | None:
         """The mesh a pmapped step of this function is built over, when the value is replicated onto

@@ -174,13 +174,52 @@ def _remove(text: str, key: ImportKey) -> str:
         if _read(header.module, alias, name):
             continue
         if len(stmt.names) == 1:
-            start, end = header.line_start(stmt.lineno), header.line_end(stmt.end_lineno)
-            code_start, code_end = header.source.span(stmt)
-            if text[start:code_start].strip() or text[code_end:end].strip():
-                continue  # shares its line with other code: leave it
-            return _remove(splice(text, [Edit(start, end, "")]), key)
+            edit = _drop_statement(header, stmt)
+            if edit is None:
+                continue  # a comment on its line: the line is left as it is
+            return _remove(splice(text, [edit]), key)
         return _remove(splice(text, [_drop_alias(header, stmt, alias)]), key)
     return text
+
+
+def _drop_statement(header: _Header, stmt: ast.stmt) -> Edit | None:
+    """The edit that takes ``stmt`` out of the module, keeping it valid: the last statement of a
+    block (a ``try:`` body, a function) becomes ``pass``, as ruff's fixes do; a statement that
+    shares a line through ``;`` goes with its separator; a statement alone on its lines goes
+    with them. None when a comment shares its line (removing the line would take the comment)."""
+    text = header.text
+    start, end = header.line_start(stmt.lineno), header.line_end(stmt.end_lineno)
+    code_start, code_end = header.source.span(stmt)
+    parent = header.module.parent_of(stmt)
+    block = next((body for body in _blocks(parent) if any(s is stmt for s in body)), [stmt])
+    if len(block) == 1 and not isinstance(parent, ast.Module):
+        return Edit(code_start, code_end, "pass")
+    index = next(i for i, s in enumerate(block) if s is stmt)
+    before = block[index - 1] if index else None
+    after = block[index + 1] if index + 1 < len(block) else None
+    if before is not None and before.end_lineno == stmt.lineno:
+        # `import os; from jax import pmap`: from the end of the statement before, `;` and all.
+        return Edit(header.source.span(before)[1], _past_semicolon(text, code_end, end), "")
+    if after is not None and after.lineno == stmt.end_lineno:
+        return Edit(code_start, header.source.span(after)[0], "")
+    rest = text[code_end:end].strip()
+    if text[start:code_start].strip() or (rest and rest != ";"):
+        return None
+    return Edit(start, end, "")
+
+
+def _past_semicolon(text: str, at: int, line_end: int) -> int:
+    """``at``, or past a trailing ``;`` that ends the line (``a; b;``)."""
+    rest = text[at:line_end]
+    return at + len(rest) - len(rest.lstrip(" \t;")) if rest.strip() == ";" else at
+
+
+def _blocks(parent: ast.AST | None):
+    """The statement lists of ``parent`` (a body, an ``else:``, a ``finally:``...)."""
+    for name in ("body", "orelse", "finalbody"):
+        value = getattr(parent, name, None)
+        if isinstance(value, list):
+            yield value
 
 
 def _drop_alias(header: _Header, stmt: ast.stmt, alias: ast.alias) -> Edit:

@@ -11,10 +11,13 @@ grouping (``_imports``).
 from __future__ import annotations
 
 import ast
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import ParsedModule, release
+from jaxmigrate.lint.patterns import collective_axis_names
+from jaxmigrate.names import LOCAL
 from jaxmigrate.migrate._imports import imports_read, write_imports
 from jaxmigrate.migrate._layout import fit_edits
 
@@ -102,6 +105,45 @@ def apply(text: str, plan: Plan) -> str:
     return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers, read_before)
 
 
+def declined_edits(module: ParsedModule, owned: Sequence[tuple[Hashable, Sequence[Edit]]]) -> dict[Hashable, str]:
+    """Why some sites' edits cannot be made, by site: ``owned`` is each site with the edits its
+    rewrite makes. A site whose edits overlap another's (a pmap applied to a pmap: the outer
+    rewrite would hold the inner's text) is declined with the other, since one plan cannot make
+    both; an edit inside an f-string is declined too, since a rewrite spelled across lines, or with
+    the f-string's own quotes, cannot stand in a replacement field before Python 3.12. Every
+    planner asks this of the edits it would offer, so a fix the lint advertises can be made."""
+    reasons: dict[Hashable, str] = {}
+    fstrings = [module.span(node) for node in module.of_type(ast.JoinedStr)]
+    for key, edits in owned:
+        for edit in edits:
+            if any(start < edit.start and edit.end < end for start, end in fstrings):
+                reasons[key] = "it is inside an f-string, whose replacement field cannot hold the rewrite"
+    reach, reacher = -1, -1  # the furthest end of an edit seen so far in the sweep, and whose
+    for start, end, index in sorted((e.start, e.end, i) for i, (_, edits) in enumerate(owned) for e in edits):
+        if start < reach and index != reacher:
+            lines = [module.src.position(owned[i][1][0].start)[0] for i in (reacher, index)]
+            for one, other in ((reacher, lines[1]), (index, lines[0])):
+                reasons.setdefault(owned[one][0], f"its rewrite overlaps that of the site at line {other} "
+                                                  "(one inside the other): migrate it by hand")
+        if end > reach:
+            reach, reacher = end, index
+    return reasons
+
+
+def invented_axis(module: ParsedModule, preferred: str = "devices") -> str:
+    """The name of the axis of a mesh a fix invents for pmap's unnamed device axis: ``preferred``,
+    unless a collective of the module already names an axis so (``psum(x, axis_name="devices")``):
+    the new axis would bind it, making code that raised run and silencing JM401 on it. Then
+    ``devices_1``, ``devices_2``, ... The test is on collectives, not on every string: the meshes
+    earlier passes wrote spell the name too, and must not move the next pass off it."""
+    taken = collective_axis_names(module.names, module.of_type(ast.Call)) if preferred in module.text else set()
+    name, count = preferred, 0
+    while name in taken:
+        count += 1
+        name = f"{preferred}_{count}"
+    return name
+
+
 def selected(module: ParsedModule, expr: ast.expr, sites: Sites) -> tuple[tuple[int, int], bool]:
     """Where the lint rules report ``expr`` (its first mention), and whether this run rewrites it."""
     positions = module.mention_positions(expr)
@@ -116,7 +158,9 @@ def resolves(module: ParsedModule, expr: ast.expr, names: frozenset[str]) -> str
     if not hit:
         return None
     if len(candidates) > 1:
-        raise Unprovable("the name may also refer to a local definition")
+        if LOCAL in candidates:
+            raise Unprovable("the name may also refer to a local definition")
+        raise Unprovable(f"the name may refer to any of {', '.join(sorted(candidates))} (imported more than once)")
     return next(iter(hit))
 
 

@@ -17,7 +17,7 @@ from functools import cached_property
 
 from jaxmigrate.core.ast_fields import walk
 from jaxmigrate.core.module import ParsedModule
-from jaxmigrate.migrate._plan import Plan, Unprovable
+from jaxmigrate.migrate._plan import Plan, Unprovable, declined_edits, invented_axis
 from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
 
 PMAP = "jax.pmap"
@@ -324,7 +324,7 @@ class Planner:
 
     def _axis(self, app: Application, node: ast.expr | None) -> Axis | None:
         if node is None or isinstance(node, ast.Constant) and node.value is None:
-            name = INTERNAL_AXIS if self._names_internal_axis else READABLE_AXIS
+            name = INTERNAL_AXIS if self._names_internal_axis else invented_axis(self.module, READABLE_AXIS)
             return Axis(name, name)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return Axis(node.value, node.value, node)
@@ -465,13 +465,21 @@ class Planner:
         """Render every offered rewrite into a scratch plan: what cannot be spelled here is a reason."""
         from jaxmigrate.migrate._pmap_render import Rewriter
 
-        rewriter = Rewriter(self.module, Plan())
+        plan = Plan()
+        rewriter = Rewriter(self.module, plan)
+        owned = []
         for app in apps:
             if app.exact_reason is None and app.options is not None:
+                made = len(plan.edits)
                 try:
                     rewriter.render(app)
                 except Unprovable as why:
                     app.reason = str(why)
+                else:
+                    owned.append((id(app), plan.edits[made:]))
+        declined = declined_edits(self.module, owned)
+        for app in apps:
+            app.reason = declined.get(id(app), app.reason)
 
     def _mark_nested(self, apps: list[Application]) -> None:
         refs = {id(a.ref): a for a in apps}

@@ -6,6 +6,7 @@ numpy is imported lazily: this module is imported by the CLI, which must load wi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,17 @@ _FLOAT_TOLERANCES = {
 }
 _FP8_TOLERANCE = (1.25e-1, 1e-1)
 EXACT = (0.0, 0.0)
+
+
+# A default repr names the object's memory address (`<Config object at 0x7f3a...>`), which
+# differs between two processes running the same program.
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{4,}\b")
+
+
+def stable_form(printed: str) -> str:
+    """A non-array leaf's printed form (or a tree structure's) without memory addresses: what two
+    runs of the same program print alike. Non-array leaves compare by it."""
+    return _ADDRESS.sub("0x...", printed)
 
 
 def default_tolerance(dtype: str) -> tuple[float, float]:
@@ -170,7 +182,7 @@ def compare_leaf(
         if notes:
             diff.reason += f" ({'; '.join(notes)})"
     elif old.value is None or new.value is None:
-        diff.equal = old.value is None and new.value is None and old.note == new.note
+        diff.equal = old.value is None and new.value is None and stable_form(old.note) == stable_form(new.note)
         diff.reason = "" if diff.equal else f"non-array leaves differ: {old.note!r} vs {new.note!r}"
     else:
         diff.max_abs, diff.max_rel = _errors(np, old.value, new.value)
@@ -197,7 +209,7 @@ def compare_outputs(
             problems.append(f"leaves only in new: {', '.join(extra[:8])}")
         if not missing and not extra:
             problems.append("same leaves in a different order")
-    elif same_jax and old.treedef != new.treedef:
+    elif same_jax and stable_form(old.treedef) != stable_form(new.treedef):
         problems.append(f"tree structure {old.treedef} vs {new.treedef}")
 
     new_by_path = {leaf.path: leaf for leaf in new.leaves}

@@ -106,3 +106,34 @@ def test_a_difference_where_old_is_zero_is_an_infinite_relative_error_without_a_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _errors(np, np.array([0.0, 1.0]), np.array([5.0, 1.0])) == (5.0, float("inf"))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "rtol", "atol", "equal"),
+    [
+        # |new - old| <= atol + rtol * |old|: each case flips when rtol and atol are swapped.
+        pytest.param(1000.0, 1000.005, None, None, True, id="float32 default: relative part at 1e3"),
+        pytest.param(0.0, 5e-6, None, None, False, id="float32 default: absolute part at zero"),
+        pytest.param(100.0, 105.0, 0.1, 0.0, True, id="given rtol only"),
+        pytest.param(0.0, 0.05, 0.0, 0.1, True, id="given atol only"),
+        pytest.param(100.0, 105.0, 0.0, 0.1, False, id="given atol is not relative"),
+    ],
+)
+def test_rtol_scales_with_the_old_value_and_atol_does_not(old, new, rtol, atol, equal) -> None:
+    a, b = np.array([old], np.float32), np.array([new], np.float32)
+    diff = compare_leaf(leaf("x", a), leaf("x", b), rtol=rtol, atol=atol)
+    assert diff.equal is equal
+    expected = default_tolerance("float32") if rtol is None else (rtol, atol)
+    assert (diff.rtol, diff.atol) == expected
+
+
+def test_non_array_leaves_compare_by_their_printed_form_without_memory_addresses() -> None:
+    # Identical programs returning an object print it with each process's own address.
+    old = Leaf("<root>", "Config", None, None, "<__main__.Config object at 0x7f3a12c4be50>")
+    same = Leaf("<root>", "Config", None, None, "<__main__.Config object at 0x7fd0a4e11b90>")
+    other = Leaf("<root>", "Config", None, None, "<__main__.Other object at 0x7fd0a4e11b90>")
+    assert compare_leaf(old, same).equal
+    assert not compare_leaf(old, other).equal
+    tree = "PyTreeDef(CustomNode(Box[<function f at 0x7f01>], [*]))"
+    moved = tree.replace("0x7f01", "0x7e99")
+    assert compare_outputs(Outputs(tree, [old]), Outputs(moved, [same])).equal

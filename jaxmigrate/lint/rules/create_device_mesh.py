@@ -52,6 +52,9 @@ class CreateDeviceMesh(SiteFixes, LegacyNameRule):
         Valid("import jax\nmesh = jax.make_mesh((4, 2), ('x', 'y'))\n"),
         Valid("def create_device_mesh(shape):\n    return shape\n\ncreate_device_mesh((2,))\n"),
         Valid("from jax.experimental import mesh_utils\nd = mesh_utils.create_hybrid_device_mesh(a, b)\n"),
+        Valid(  # jax is imported, but the function is the module's own
+            "import jax\n\ndef create_device_mesh(shape):\n    return shape\n\ncreate_device_mesh((2,))\n"
+        ),
     ]
     INVALID = [
         Invalid(

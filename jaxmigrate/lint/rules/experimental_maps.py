@@ -55,6 +55,10 @@ class ExperimentalMaps(SiteFixes, LegacyNameRule):
         Valid("from jax.sharding import Mesh\nm = Mesh(devs, ('x',))\n"),
         Valid("import jax.experimental.mesh_utils\n"),
         Valid("maps = {}\nmaps.xmap = 1\ny = maps.get('xmap')\n"),
+        Valid(  # jax.sharding's Mesh, in a module that imports jax.experimental for something else
+            "import jax\nfrom jax.experimental import mesh_utils\nfrom jax.sharding import Mesh\n"
+            "m = Mesh(mesh_utils.create_device_mesh((8,)), ('x',))\n"
+        ),
     ]
     INVALID = [
         Invalid("from jax.experimental import maps\nf = maps.xmap(g, in_axes=['i'])\n"),

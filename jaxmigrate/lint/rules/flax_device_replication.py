@@ -64,6 +64,9 @@ class FlaxDeviceReplication(SiteFixes, LegacyNameRule):
         Valid("def replicate(x):\n    return x\n\ny = replicate(1)\n"),
         Valid("import numpy as np\ny = np.replicate(x)\n"),
         Valid("from flax import jax_utils\nbatch = jax_utils.prefetch_to_device(it, 2)\n"),
+        Valid(  # a local helper of the same name, in a module that uses flax's jax_utils
+            "from flax import jax_utils\n\ndef replicate(x):\n    return x\n\ny = replicate(jax_utils)\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -80,8 +83,43 @@ class FlaxDeviceReplication(SiteFixes, LegacyNameRule):
                 return jax.tree.map(lambda x: x[0], metrics)
             """,
         ),
-        Invalid("from flax import jax_utils\nstate = jax_utils.replicate(state)\n"),
-        Invalid("import flax\nx = flax.jax_utils.unreplicate(state)\n"),
-        Invalid("from flax.jax_utils import replicate as rep, unreplicate\ns = rep(s)\n", count=2),
+        Invalid(
+            "from flax import jax_utils\nstate = jax_utils.replicate(state)\n",
+            expected="""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            state = jax.device_put(
+                jax.tree.map(
+                    lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))),
+                    state,
+                ),
+                NamedSharding(Mesh(jax.local_devices(), ("devices",)), P("devices")),
+            )
+            """,
+        ),
+        Invalid(
+            "import flax\nx = flax.jax_utils.unreplicate(state)\n",
+            expected="""
+            import jax
+            x = jax.tree.map(lambda x: x[0], state)
+            """,
+        ),
+        Invalid(
+            "from flax.jax_utils import replicate as rep, unreplicate\ns = rep(s)\n",
+            expected="""
+            import jax
+            import numpy as np
+            from flax.jax_utils import unreplicate
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            s = jax.device_put(
+                jax.tree.map(
+                    lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))),
+                    s,
+                ),
+                NamedSharding(Mesh(jax.local_devices(), ("devices",)), P("devices")),
+            )
+            """, count=2,
+        ),
         Invalid("import flax.jax_utils as ju\nimport functools\nr = functools.partial(ju.replicate, devices=d)\n"),
     ]

@@ -71,6 +71,9 @@ class FlaxPmapHelpers(LegacyNameRule):
         ),
         Valid("from flax import jax_utils\nstate = jax_utils.scan_in_dim(f, init, xs)\n"),
         Valid("import tensorflow as tf\nds = tf.data.experimental.prefetch_to_device('/gpu:0')\n"),
+        Valid(  # flax is imported, but the helper called is the module's own
+            "from flax import jax_utils\n\ndef get_metrics(h):\n    return h[-1]\n\nm = get_metrics(jax_utils)\n"
+        ),
     ]
     INVALID = [
         Invalid("from flax import jax_utils as ju\nit = ju.prefetch_to_device(batches, 2)\n"),

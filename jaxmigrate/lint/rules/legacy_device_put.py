@@ -93,7 +93,32 @@ class LegacyDevicePut(SiteFixes, LegacyNameRule):
             )
             """,
         ),
-        Invalid("import jax\nx = jax.device_put_replicated(x, jax.local_devices())\n"),
-        Invalid("import jax as J\nx = J.device_put_sharded(xs, J.local_devices())\n"),
+        Invalid(
+            "import jax\nx = jax.device_put_replicated(x, jax.local_devices())\n",
+            expected="""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            x = jax.device_put(
+                jax.tree.map(
+                    lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))),
+                    x,
+                ),
+                NamedSharding(Mesh(jax.local_devices(), ("devices",)), P("devices")),
+            )
+            """,
+        ),
+        Invalid(
+            "import jax as J\nx = J.device_put_sharded(xs, J.local_devices())\n",
+            expected="""
+            import jax as J
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            x = J.device_put(
+                J.tree.map(lambda *xs: np.stack(xs), *xs),
+                NamedSharding(Mesh(J.local_devices(), ("devices",)), P("devices")),
+            )
+            """,
+        ),
         Invalid("from jax import device_put_replicated as dpr, device_put_sharded\n", count=2),
     ]

@@ -72,13 +72,11 @@ class MeshContextManager(SiteFixes, CatalogueRule):
 
     def _is_mesh(self, expr: ast.expr, ctx: FileContext, constructors: set[str]) -> bool:
         if isinstance(expr, ast.Call):
-            return ctx.names.qualified_name(expr.func) in constructors
+            return _makes_mesh(expr, ctx, constructors)
         if isinstance(expr, ast.Name):
             bindings = ctx.names.bindings(expr)
             return bool(bindings) and all(
-                isinstance(b, ValueBinding)
-                and isinstance(b.value, ast.Call)
-                and ctx.names.qualified_name(b.value.func) in constructors
+                isinstance(b, ValueBinding) and isinstance(b.value, ast.Call) and _makes_mesh(b.value, ctx, constructors)
                 for b in bindings
             )
         return False
@@ -112,8 +110,18 @@ class MeshContextManager(SiteFixes, CatalogueRule):
         Invalid("from jax.sharding import Mesh as M\nwith M(devs, ('x',)) as mesh:\n    pass\n"),
         Invalid(
             "import jax\nfrom jax.sharding import Mesh\nm = Mesh(d, ('x',))\n\ndef run():\n"
-            "    with m, open('log'):\n        pass\n"
-        ),        Invalid(
+            "    with m, open('log'):\n        pass\n",
+            expected="""
+            import jax
+            from jax.sharding import Mesh
+            m = Mesh(d, ('x',))
+
+            def run():
+                with jax.set_mesh(m), open('log'):
+                    pass
+            """,
+        ),
+        Invalid(
             """
             import jax
             from jax.experimental.pjit import pjit
@@ -141,3 +149,11 @@ class MeshContextManager(SiteFixes, CatalogueRule):
             "@jax.jit\ndef f(x):\n    with mesh:\n        return x\n"
         ),
     ]
+
+
+def _makes_mesh(call: ast.Call, ctx: FileContext, constructors: set[str]) -> bool:
+    """Whether every name the callee may be is a mesh constructor: `Mesh` imported both from
+    `jax.experimental.maps` and from `jax.sharding` is a mesh either way (and becomes one name once
+    JM303 moved the first import, which must not make a `with mesh:` appear only then)."""
+    candidates = ctx.names.candidates(call.func)
+    return bool(candidates) and candidates <= constructors

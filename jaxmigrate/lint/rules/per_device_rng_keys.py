@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.lint.patterns import argument, call_name, is_device_count
+from jaxmigrate.lint.patterns import argument, call_name, has_exact_pmap_rewrite, is_device_count
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
 SPLIT = frozenset({"jax.random.split"})
@@ -45,9 +45,10 @@ class PerDeviceRngKeys(Rule):
     ## Confidence
     Reported only when the call is jax's `split` (through the resolver), the count is literally
     a device count or a name bound once, by plain assignment, to one, and the module uses
-    `jax.pmap` (the keys are for it). The same split in a module without a pmap - after the
-    migration, or under `jax.vmap` as *Use instead* suggests - is what keeps the old streams, and is
-    never reported; nor is a literal or computed count. `shard_prng_key` is reported wherever it
+    `jax.pmap` or JM101's exact rewrite of one (`jax.jit(jax.shard_map(jax.vmap(f), ...))`, which
+    keeps pmap's device axis: the keys are for it). The same split in a module without either -
+    after the global-view migration, or under a plain `jax.vmap` as *Use instead* suggests - is
+    what keeps the old streams, and is never reported; nor is a literal or computed count. `shard_prng_key` is reported wherever it
     is called: it has no other use than feeding a pmap.
 
     ## Fix safety
@@ -63,7 +64,7 @@ class PerDeviceRngKeys(Rule):
     summary = "one PRNG key per device: random streams change under a global-view migration"
     # Reported only in a module that refers to `jax.pmap`, which any such reference spells out
     # ("split" or the device-count words would wake the rule on far more files).
-    trigger_words = ("pmap", "shard_prng_key")
+    trigger_words = ("pmap", "shard_prng_key", "shard_map")
     reach = (SHARD_PRNG_KEY, *SPLIT)
     jax_versions = "pmap convention; any version"
 
@@ -93,6 +94,10 @@ class PerDeviceRngKeys(Rule):
     ]
     INVALID = [
         Invalid("import jax\nkeys = jax.random.split(key, jax.local_device_count())\nout = jax.pmap(f)(keys)\n"),
+        Invalid(  # JM101's exact rewrite of the pmap keeps the per-device keys
+            "import jax\nkeys = jax.random.split(key, jax.local_device_count())\n"
+            "out = jax.jit(jax.shard_map(jax.vmap(f), mesh=m, in_specs=P('i'), out_specs=P('i')))(keys)\n"
+        ),
         Invalid(
             """
             import jax as J
@@ -125,7 +130,8 @@ class PerDeviceRngKeys(Rule):
                 a.asname or a.name for _, a in ctx.by_type.get(ast.alias, ()) if a.name.rpartition(".")[2] == "pmap"
             }
             candidates = [*ctx.attributes.get("pmap", ()), *(n for a in aliases for n in ctx.names_by_id.get(a, ()))]
-            self._pmap = any(ctx.names.qualified_name(node) == "jax.pmap" for node in candidates)
+            self._pmap = any(ctx.names.qualified_name(node) == "jax.pmap" for node in candidates) or (
+                "shard_map" in ctx.source.text and has_exact_pmap_rewrite(ctx.names, ctx.by_type))
         return self._pmap
 
     def visit_Call(self, node: ast.Call, ctx) -> None:

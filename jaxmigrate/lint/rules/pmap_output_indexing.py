@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.lint.patterns import PMAP, call_name, decorated_by
+from jaxmigrate.lint.patterns import PMAP, call_name, decorated_by, has_exact_pmap_rewrite, is_exact_pmap_rewrite
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -68,7 +68,7 @@ class PmapOutputIndexing(Rule):
     code = "JM505"
     name = "pmap-output-indexing"
     summary = "device-0 indexing of pmap outputs: wrong values once the producer is jit"
-    trigger_words = ("pmap", "replicate")
+    trigger_words = ("pmap", "replicate", "shard_map")
     reach = (*PMAP, "flax.jax_utils.replicate")
     jax_versions = "pmap convention; any version"
 
@@ -138,6 +138,16 @@ class PmapOutputIndexing(Rule):
             loss = out[0]
             """
         ),
+        Invalid(  # JM101's exact rewrite keeps the device axis: still device 0's copy
+            """
+            import jax
+            step = jax.jit(jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+            out = step(x)
+            loss = out[0]
+            first = jax.tree.map(lambda x: x[0], out)
+            """,
+            count=2,
+        ),
     ]
 
     def visit_Call(self, node: ast.Call, ctx) -> None:
@@ -151,7 +161,7 @@ class PmapOutputIndexing(Rule):
                 isinstance(n, (ast.Name, ast.Attribute))
                 and ctx.names.qualified_name(n) in PMAP | {"flax.jax_utils.replicate"}
                 for n in ctx.nodes
-            )
+            ) or has_exact_pmap_rewrite(ctx.names, ctx.by_type)
         return self._pmap_module
 
     def visit_Subscript(self, node: ast.Subscript, ctx) -> None:
@@ -200,7 +210,7 @@ def _mentions(expr: ast.expr, param: str) -> bool:
 
 def _is_pmapped(ctx, func: ast.expr) -> bool:
     if isinstance(func, ast.Call):
-        return call_name(ctx.names, func) in PMAP
+        return call_name(ctx.names, func) in PMAP or is_exact_pmap_rewrite(ctx.names, func)
     if not isinstance(func, ast.Name):
         return False
     bindings = ctx.names.bindings(func)
@@ -208,5 +218,7 @@ def _is_pmapped(ctx, func: ast.expr) -> bool:
         return False
     binding = bindings[0]
     if isinstance(binding, ValueBinding):
-        return isinstance(binding.value, ast.Call) and call_name(ctx.names, binding.value) in PMAP
-    return isinstance(binding, OpaqueBinding) and decorated_by(ctx.names, binding.node, PMAP)
+        return isinstance(binding.value, ast.Call) and (
+            call_name(ctx.names, binding.value) in PMAP or is_exact_pmap_rewrite(ctx.names, binding.value))
+    return isinstance(binding, OpaqueBinding) and (
+        decorated_by(ctx.names, binding.node, PMAP) or is_exact_pmap_rewrite(ctx.names, binding.node))

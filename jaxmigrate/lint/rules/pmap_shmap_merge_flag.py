@@ -59,6 +59,9 @@ class PmapShmapMergeFlag(Rule):
         Valid('config = {}\nconfig.update("jax_pmap_shmap_merge", False)\n'),
         Valid('name = "jax_pmap_shmap_merge"  # mentioned, not set\n'),
         Valid('def f(jax):\n    jax.config.update("jax_pmap_shmap_merge", True)\n'),
+        Valid(  # jax's config read, not set
+            'import jax\nmerged = jax.config.read("jax_pmap_shmap_merge")\n'
+        ),
     ]
     INVALID = [
         Invalid(

@@ -56,6 +56,9 @@ class PositionalSharding(SiteFixes, LegacyNameRule):
         Valid("from jax.sharding import NamedSharding\ns = NamedSharding(mesh, spec)\n"),
         Valid("class PositionalSharding:\n    pass\n\ns = PositionalSharding()\n"),
         Valid("from mylib.sharding import PositionalSharding\n"),
+        Valid(  # jax is imported, but the class is the module's own
+            "import jax\n\nclass PositionalSharding:\n    pass\n\ns = PositionalSharding()\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -74,7 +77,14 @@ class PositionalSharding(SiteFixes, LegacyNameRule):
             """,
         ),
         Invalid("from jax.sharding import PositionalSharding\ns = PositionalSharding(devs)\n"),
-        Invalid("import jax\ns = jax.sharding.PositionalSharding(jax.devices())\n"),
+        Invalid(
+            "import jax\ns = jax.sharding.PositionalSharding(jax.devices())\n",
+            expected="""
+            import jax
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            s = NamedSharding(Mesh(jax.devices(), ("x",)), P("x"))
+            """,
+        ),
         Invalid("import jax.sharding as shd\ns = shd.PositionalSharding(devs).reshape(4, 2)\n"),
         Invalid("from jax.experimental import PositionalSharding as PS\n"),
     ]

@@ -53,6 +53,9 @@ class ShardMapCheckRep(LegacyKeywordRule):
     VALID = [
         Valid("import jax\nf = jax.shard_map(g, mesh=m, in_specs=s, out_specs=s, check_vma=False)\n"),
         Valid("def shard_map(f, check_rep=True):\n    return f\n\nshard_map(g, check_rep=False)\n"),
+        Valid(  # jax is imported, but the shard_map called is the module's own
+            "import jax\n\ndef shard_map(f, check_rep=True):\n    return f\n\nshard_map(g, check_rep=False)\n"
+        ),
     ]
     INVALID = [
         # Renamed by JM305's fix, with the move to jax.shard_map.

@@ -6,18 +6,10 @@ import ast
 import re
 
 from jaxmigrate.lint.patterns import (
-    PARTITION_SPEC, SHARD_MAPS, argument, call_name_among, literal_strings, spec_repr, str_literal,
+    COLLECTIVES, PARTITION_SPEC, SHARD_MAPS, argument, call_name_among, literal_strings, spec_repr, str_literal,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
-# collective -> (position, keyword) of its axis name
-COLLECTIVES = {
-    **{f"jax.lax.{n}": (1, "axis_name") for n in (
-        "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "all_to_all", "psum_scatter",
-        "pshuffle", "pbroadcast")},
-    "jax.lax.axis_index": (0, "axis_name"),
-    "jax.lax.axis_size": (0, "axis_name"),
-}
 # axis-defining call -> (position, keyword) of the names it defines
 DEFINERS = {
     "jax.pmap": (1, "axis_name"), "jax.vmap": (3, "axis_name"),
