@@ -4,8 +4,9 @@ Every function of the module that calls a step (and the module's top level) is r
 statement, tracking which names hold values with the device axis:
 
 ``DREP``    replicated onto every device (``jax.device_put_replicated(x, jax.local_devices())``,
-            ``flax.jax_utils.replicate(x)``, a tree map of ``broadcast_to((n,) + x.shape)``, and
-            the step's replicated outputs);
+            ``flax.jax_utils.replicate(x)``, a tree map of ``broadcast_to((n,) + x.shape)``, a
+            helper of the program that does one of these (``_global_helpers``), and the step's
+            replicated outputs);
 ``DSHARD``  a host batch split into one slice per device (``x.reshape((n, -1) + x.shape[1:])``
             with n the local device count, ``flax.training.common_utils.shard(x)``, and the step's
             per-example outputs).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from jaxmigrate.migrate._global_helpers import Helper, HelperSummaries
 from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
 from jaxmigrate.names import ValueBinding
 
@@ -56,6 +58,9 @@ _HINTS = {
     "padded global batch instead",
 }
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
+# Functions that make one array of a list of equal arrays along a new leading axis.
+_STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 
 
 @dataclass
@@ -76,6 +81,7 @@ class DriverEdit:
     node: ast.AST
     action: str  # replicate | shard | index | unshard
     inner: ast.expr  # the expression that is kept
+    helper: Helper | None = None  # the program's own function this call of it stands for
 
 
 def _hjoin(a, b):
@@ -106,6 +112,7 @@ class DriverAnalyzer:
         self.edits: dict[int, DriverEdit] = {}
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
+        self.helpers = HelperSummaries(module, self.leaf_action)
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -360,6 +367,13 @@ class DriverAnalyzer:
                 return self._step_call(step, node, env)
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        helper = self.helpers.of_call(node)
+        if helper is not None:
+            kind = self.expr(arg, env)
+            if helper.action == "index" and kind == DREP or helper.action != "index" and all(
+                    leaf == HOST for leaf in _hleaves(kind)):
+                self._edit(node, helper.action, arg, helper)
+                return {"index": HOST, "replicate": DREP, "shard": DSHARD}[helper.action]
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
             kind = self.expr(arg, env)
@@ -463,24 +477,42 @@ class DriverAnalyzer:
 
     # -- patterns --------------------------------------------------------------------------
 
-    def _edit(self, node: ast.AST, action: str, inner: ast.expr) -> None:
-        self.edits[id(node)] = DriverEdit(node, action, inner)
+    def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None) -> None:
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper)
 
     def _tree_map_action(self, fn: ast.Lambda) -> str | None:
         if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
             return None
-        x = fn.args.args[0].arg
-        body = fn.body
+        return self.leaf_action(fn.body, fn.args.args[0].arg)
+
+    def leaf_action(self, body: ast.expr, x: str) -> str | None:
+        """What ``body`` does to the array ``x`` about pmap's device axis: ``index`` (``x[0]``),
+        ``shard`` (a device-count reshape), ``replicate`` (``x`` copied onto a leading axis of the
+        local device count), or None."""
         if isinstance(body, ast.Subscript) and _is_name(body.value, x) and _is_zero(body.slice):
             return "index"
-        if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
+        if not isinstance(body, ast.Call) or body.keywords:
+            return None
+        if isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
                 and _is_name(body.func.value, x) and self._is_shard_reshape(body.func.value, body.args):
             return "shard"
-        broadcast = ("jax.numpy.broadcast_to", "numpy.broadcast_to")
-        if isinstance(body, ast.Call) and self._qualified(body.func) in broadcast and len(body.args) == 2 \
+        qualified = self._qualified(body.func)
+        if qualified in _BROADCASTS and len(body.args) == 2 \
                 and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
             return "replicate"
+        if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
+            return "replicate"
         return None
+
+    def _is_copies(self, node: ast.expr, x: str) -> bool:
+        """``[x] * n`` / ``n * [x]`` with n the local device count."""
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            return False
+        for items, count in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(items, ast.List) and len(items.elts) == 1 and _is_name(items.elts[0], x) \
+                    and self._is_device_count(count):
+                return True
+        return False
 
     def _is_shard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``(n, -1) + x.shape[1:]`` / ``(n, -1, *x.shape[1:])`` / ``n, -1, *x.shape[1:]``, n the local

@@ -178,10 +178,49 @@ class _Builder:
         for edit in drivers.edits.values():
             self._driver(edit, mesh)
         self._insert_mesh(mesh, [e.node for e in drivers.edits.values()], drivers.scope_of)
-        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()])
+        removed = self._drop_unused_helpers(drivers.edits.values())
+        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
         return self.plan
 
-    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]]) -> None:
+    def _drop_unused_helpers(self, edits) -> list[tuple[int, int]]:
+        """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
+        (its spans are returned); one used elsewhere stays. A public module-level def of a module
+        that is not a script stays too: other modules may import it."""
+        rewritten = {id(e.node.func) for e in edits if e.helper is not None}
+        helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None}
+        exported = {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
+                    for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+        removed = []
+        for helper in helpers.values():
+            statement = helper.statement
+            module_level = self.module.parent_of(statement) is self.module.tree
+            if module_level and (helper.name in exported or not (helper.name.startswith("_") or self._is_script())):
+                continue
+            uses = [node for _, node in self.module.names_at.get(helper.name, ()) if isinstance(node.ctx, ast.Load)
+                    and any(getattr(b, "node", None) is helper.fn or getattr(b, "value", None) is helper.fn
+                            for b in self.module.names.bindings(node))]
+            if not uses or any(id(use) not in rewritten for use in uses) or not self._own_lines(statement):
+                continue
+            self._delete_lines(statement, blank_after=module_level)
+            for node in ast.walk(helper.fn):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    self._drop_import(node)
+            removed.append(self.module.span(statement))
+        return removed
+
+    def _is_script(self) -> bool:
+        """The module runs as a program: it has an ``if __name__ == "__main__":`` block."""
+        return any(self._is_main_guard(node) for node in self.module.tree.body)
+
+    def _is_main_guard(self, node: ast.stmt) -> bool:
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.Eq) and len(node.test.comparators) == 1):
+            return False
+        sides = (node.test.left, node.test.comparators[0])
+        return any(_same_name(a, "__name__") and isinstance(b, ast.Constant) and b.value == "__main__"
+                   for a, b in (sides, sides[::-1]))
+
+    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]]) -> None:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
         fix replaced, goes with them (a module-level one stays: other modules may import it)."""
         loads: dict[int, list[ast.Name]] = {}
@@ -197,6 +236,8 @@ class _Builder:
                 continue
             if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
                 continue
+            if any(start <= self.module.span(node)[0] < end for start, end in removed):
+                continue  # goes with the helper it is in
             uses = loads.get(id(node.value), [])
             if uses and all(any(start <= self.module.span(u)[0] < end for start, end in replaced) for u in uses):
                 self._delete_lines(node)
@@ -379,10 +420,16 @@ class _Builder:
         return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
             and not self.module.has_comment(statement)
 
-    def _delete_lines(self, statement: ast.stmt) -> None:
+    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False) -> None:
+        """Delete ``statement``'s lines (with ``blank_after``, the blank lines after it too, so a
+        removed module-level def leaves the file's spacing between its neighbours)."""
         starts = self.module.src.line_starts
         start = starts[statement.lineno - 1]
-        end = starts[statement.end_lineno] if statement.end_lineno < len(starts) else len(self.module.text)
+        last = statement.end_lineno
+        if blank_after:
+            while last < len(starts) and not self.module.src.line(last + 1).strip():
+                last += 1
+        end = starts[last] if last < len(starts) else len(self.module.text)
         self.plan.edits.append(Edit(start, end, ""))
 
     def _drop_import(self, ref: ast.expr) -> None:
@@ -448,6 +495,9 @@ class _Builder:
         for node in nodes:
             scope = scope_of(node)
             statement = self._statement_in(node, scope)
+            if isinstance(scope, ast.Module) and self._is_main_guard(statement):
+                scope = statement  # a script's `__main__` block: the mesh goes in it, not at import
+                statement = self._statement_in(node, scope)
             known = firsts.get(id(scope))
             if known is None or statement.lineno < known[1].lineno:
                 firsts[id(scope)] = (scope, statement)
