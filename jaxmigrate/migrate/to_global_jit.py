@@ -56,7 +56,7 @@ from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
 from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
-from jaxmigrate.migrate._pmap_sites import Application, planner_of
+from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable, apply
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
@@ -134,6 +134,7 @@ class _Builder:
         self.steps: dict[str, Step] = {}
         self.donate: dict[str, str | None] = {}
         self.app_of: dict[str, Application] = {}
+        self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
         self.notes: set[str] = set()
 
     # -- the pmap applications ---------------------------------------------------------------
@@ -154,14 +155,17 @@ class _Builder:
             changed = False
             for step in self.steps.values():
                 if any(p == BOT for p in step.params):
-                    missing = step.params.index(BOT) + 1
-                    raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out by "
-                                  "code this fix follows")
+                    continue  # fed another step's outputs, not known yet on this round
                 analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
                     step.outputs, changed = analysis.output, True
             if not changed:
+                for step in self.steps.values():
+                    if any(p == BOT for p in step.params):
+                        missing = step.params.index(BOT) + 1
+                        raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out "
+                                      "by code this fix follows")
                 break
         else:
             raise Blocked(1, "the kinds of the step's values do not settle")
@@ -243,17 +247,14 @@ class _Builder:
                 self._delete_lines(node)
 
     def _step(self, app: Application) -> None:
-        if app.reason is not None:
-            raise Blocked(app.line, app.reason)
         func, bound = app.mapped, {}
+        options, fun = self._read(app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
                 raise Blocked(app.line, "the pmapped function is not a `def`")
             if len(func.decorator_list) != 1:
                 raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
             name, binding = func.name, func
-            call = app.node if isinstance(app.node, ast.Call) else None
-            options = list(call.keywords) if call is not None else []
         else:
             call = app.node
             assign = self.module.parent_of(call)
@@ -264,18 +265,18 @@ class _Builder:
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
-            if len(call.args) != 1 or isinstance(call.func, ast.Call):
-                raise Blocked(app.line, "pmap's options are passed positionally or through a `partial(...)`")
+            func = self._def_of(fun) if isinstance(fun, ast.Name) else None
             if func is None:
-                func, bound = self._partial_of(call.args[0], app.line)
+                func, bound = self._partial_of(fun, app.line)
             if not isinstance(func, ast.FunctionDef):
                 raise Blocked(app.line, "the pmapped function is not a `def` of this module")
-            name, binding, options = assign.targets[0].id, call, list(call.keywords)
+            name, binding = assign.targets[0].id, call
+        self.fun[name] = fun
         values = {}
-        for kw in options:
-            if kw.arg not in _OPTIONS:
-                raise Blocked(app.line, f"pmap's `{kw.arg}=` has no global-view counterpart here")
-            values[kw.arg] = kw.value
+        for option, value in options.items():
+            if option not in _OPTIONS:
+                raise Blocked(app.line, f"pmap's `{option}=` has no global-view counterpart here")
+            values[option] = value
         analyzer = StepAnalyzer(self.module, None)
         axis = None
         if "axis_name" in values:
@@ -311,6 +312,63 @@ class _Builder:
         self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound))
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
+
+    def _read(self, app: Application) -> tuple[dict[str, ast.expr], ast.expr | None]:
+        """pmap's options by name, and (call form) the function it maps, however they are passed:
+        by keyword, ``axis_name`` second positionally, ``fun=``, through ``partial(jax.pmap, ...)``.
+        Read here rather than taken from the exact path's reading, whose refusals (a `devices=`
+        the exact rewrite cannot place) need not bar the global view."""
+        if app.kind == "value" or app.node is None:
+            raise Blocked(app.line, app.reason or "jax.pmap used as a value; only calls and decorators are followed")
+        targets = self.module.names.resolve(app.ref)
+        if len(targets) != 1 or targets[0].name != PMAP or targets[0].partials:
+            raise Blocked(app.line, app.reason or f"`{self.module.segment(app.ref)}` may not be jax.pmap")
+        if app.nested_with:
+            raise Blocked(app.line, f"nested pmap (with the pmap at line {app.nested_with[0].line})")
+        if self.module.has_comment(app.node):
+            raise Blocked(app.line, "comments inside the pmap call would be lost; migrate by hand")
+        node = app.node
+        if app.kind == "decorator":  # @jax.pmap or @partial(jax.pmap, ...)
+            partial = node if isinstance(node, ast.Call) else None
+        else:  # jax.pmap(f, ...) or partial(jax.pmap, ...)(f)
+            partial = node.func if isinstance(node.func, ast.Call) else None
+        keywords, positional = [], []
+        if partial is not None:
+            if len(partial.args) != 1 or partial.args[0] is not app.ref:
+                raise Blocked(app.line, "`partial(jax.pmap, ...)` binds positional arguments")
+            keywords += partial.keywords
+        if app.kind == "call":
+            keywords += node.keywords
+            positional = list(node.args)
+        options: dict[str, ast.expr] = {}
+        for kw in keywords:
+            if kw.arg is None:
+                raise Blocked(app.line, "pmap called with `**kwargs`; its options cannot be read")
+            if kw.arg in options:
+                raise Blocked(app.line, f"pmap's `{kw.arg}=` is given twice")
+            options[kw.arg] = kw.value
+        if any(isinstance(a, ast.Starred) for a in positional):
+            raise Blocked(app.line, "pmap called with `*args`; its options cannot be read")
+        if len(positional) > 2:
+            raise Blocked(app.line, "pmap called with more than two positional arguments")
+        fun = options.pop("fun", None)
+        for option, value in zip(("fun", "axis_name"), positional):
+            if option == "fun" and fun is None:
+                fun = value
+            elif option == "axis_name" and option not in options:
+                options[option] = value
+            else:
+                raise Blocked(app.line, f"pmap's `{option}` is given twice")
+        if app.kind == "call" and fun is None:
+            raise Blocked(app.line, "pmap called without the function to map")
+        return options, fun
+
+    def _def_of(self, name: ast.Name) -> ast.FunctionDef | None:
+        bindings = self.module.names.bindings(name)
+        if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) \
+                and isinstance(bindings[0].node, ast.FunctionDef):
+            return bindings[0].node
+        return None
 
     def _partial_of(self, node: ast.expr, line: int):
         """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
@@ -371,7 +429,7 @@ class _Builder:
                     partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
                     self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
             else:
-                args = [self.module.segment(app.node.args[0])]
+                args = [self.module.segment(self.fun[name])]
                 if donate is not None:
                     args.append(f"donate_argnums={donate}")
                 if app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
@@ -381,6 +439,8 @@ class _Builder:
                     self._replace(app.node, f"{jax}.jit(\n{inner}{indent})")
                 else:
                     self._replace(app.node, f"{jax}.jit({', '.join(args)})")
+                if isinstance(app.node.func, ast.Call):  # partial(jax.pmap, ...)(f): the partial goes
+                    self._drop_import(app.node.func.func)
             self._drop_import(app.ref)
 
     def _collective(self, edit: CollectiveEdit) -> None:
