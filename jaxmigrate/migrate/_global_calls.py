@@ -124,6 +124,7 @@ class DriverAnalyzer:
         self.step_calls.clear()
         self.called: set[str] = set()
         scopes = self._driving_scopes()
+        self.scopes = frozenset(id(scope) for scope in scopes)
         for scope in scopes:
             self._device_names: set[str] = set()
             self._block(scope.body, {})

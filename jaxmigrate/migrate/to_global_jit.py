@@ -156,7 +156,8 @@ class _Builder:
             for step in self.steps.values():
                 if any(p == BOT for p in step.params):
                     continue  # fed another step's outputs, not known yet on this round
-                analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params, step.bound)
+                analysis = StepAnalyzer(self.module, self.axis, drivers.scopes).analyse(
+                    step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
                     step.outputs, changed = analysis.output, True
@@ -514,6 +515,11 @@ class _Builder:
         raise Blocked(1, "no free module-level name for the mesh (`mesh` is taken)")
 
     def _driver(self, edit, mesh: str) -> None:
+        # What the replaced expression alone imported (numpy for a tree map of np.broadcast_to)
+        # goes with it; an import still used elsewhere stays.
+        for node in ast.walk(edit.node):
+            if isinstance(node, ast.Name) and node is not edit.inner:
+                self._drop_import(node)
         inner = self.module.segment(edit.inner)
         jax = self.namer.jax()
         if edit.action in ("replicate", "shard"):
