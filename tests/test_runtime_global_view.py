@@ -38,7 +38,8 @@ CASES = sorted(OLD)
 PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_metrics": "['params']",
           "global_eval_predictions": None, "global_flax_train_state": "['params']",
           "global_dropout_keys": "['params']", "global_replicate_helpers": "['params']",
-          "global_option_forms": "['params']", "global_step_in_function": "['params']"}
+          "global_option_forms": "['params']", "global_step_in_function": "['params']",
+          "global_every_device": "['params']"}
 
 
 def migrate(old: Path) -> str:

@@ -275,6 +275,8 @@ class _Builder:
         self.fun[name] = fun
         values = {}
         for option, value in options.items():
+            if option == "devices" and self._every_device(value, app.line):
+                continue  # the mesh's devices: nothing to say to jit
             if option not in _OPTIONS:
                 raise Blocked(app.line, f"pmap's `{option}=` has no global-view counterpart here")
             values[option] = value
@@ -363,6 +365,23 @@ class _Builder:
         if app.kind == "call" and fun is None:
             raise Blocked(app.line, "pmap called without the function to map")
         return options, fun
+
+    def _every_device(self, value: ast.expr, line: int) -> bool:
+        """``devices=jax.devices()``, or ``jax.local_devices()`` in a module run as one process:
+        every device pmap maps over anyway, as the mesh does. (With several processes pmap wants
+        the same list in each; each process's own devices would map over those alone.)"""
+        if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+            return False
+        qualified = self.module.names.qualified_name(value.func)
+        if qualified == "jax.devices":
+            return True
+        if qualified != "jax.local_devices":
+            return False
+        multi = planner_of(self.module).multi_process
+        if multi:
+            raise Blocked(line, f"`devices=jax.local_devices()` in a module run as several processes ({multi}): "
+                          "pmap maps over this process's devices alone, the global view over all")
+        return True
 
     def _def_of(self, name: ast.Name) -> ast.FunctionDef | None:
         bindings = self.module.names.bindings(name)
