@@ -74,6 +74,7 @@ class Step:
     outputs: Kind = BOT
     params: list[Kind] = field(default_factory=list)
     bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
+    fun: ast.expr | None = None  # call form: the expression naming the function pmap maps
 
 
 @dataclass
@@ -179,6 +180,8 @@ class DriverAnalyzer:
         return parent
 
     def _step_of(self, node: ast.Name) -> Step | None:
+        if any(node is step.fun for step in self.steps.values()):
+            return None  # `f = jax.pmap(f, ...)`: here `f` is still the def
         for binding in self.names.bindings(node):
             key = id(binding.node) if hasattr(binding, "node") else id(binding.value)
             step = self._step_bindings.get(key)

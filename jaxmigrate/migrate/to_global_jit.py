@@ -266,7 +266,7 @@ class _Builder:
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
-            func = self._def_of(fun) if isinstance(fun, ast.Name) else None
+            func = self._def_of(fun, call) if isinstance(fun, ast.Name) else None
             if func is None:
                 func, bound = self._partial_of(fun, app.line)
             if not isinstance(func, ast.FunctionDef):
@@ -312,7 +312,7 @@ class _Builder:
                 raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound))
+        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun)
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
 
@@ -383,11 +383,14 @@ class _Builder:
                           "pmap maps over this process's devices alone, the global view over all")
         return True
 
-    def _def_of(self, name: ast.Name) -> ast.FunctionDef | None:
+    def _def_of(self, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
+        """The def ``name`` (pmap's function) is: its one binding, or, for ``f = jax.pmap(f, ...)``
+        (the step rebinding its own def's name, as brax's trainers write it), the def bound above."""
         bindings = self.module.names.bindings(name)
-        if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) \
-                and isinstance(bindings[0].node, ast.FunctionDef):
-            return bindings[0].node
+        defs = [b.node for b in bindings if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.FunctionDef)]
+        rebinding = [b for b in bindings if isinstance(b, ValueBinding) and b.value is call]
+        if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) and defs[0].lineno < call.lineno:
+            return defs[0]
         return None
 
     def _partial_of(self, node: ast.expr, line: int):
@@ -411,12 +414,18 @@ class _Builder:
                         raise Blocked(node.lineno, f"`{step}` is exported in `__all__`: its callers elsewhere pass "
                                       "values with pmap's device axis")
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.steps:
+                step = self.steps[node.id]
+                if node is self.fun.get(node.id):
+                    continue  # `f = jax.pmap(f, ...)`: the def pmap maps
+                if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
+                           for b in self.module.names.bindings(node)):
+                    continue
                 parent = self.module.parent_of(node)
                 if not (isinstance(parent, ast.Call) and parent.func is node):
-                    step = self.steps[node.id]
-                    if any(getattr(b, "node", getattr(b, "value", None)) is step.binding
-                           for b in self.module.names.bindings(node)):
-                        raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                    raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
+                        and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
+                    raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
 
     def _check_outputs(self, step: Step) -> None:
         returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
