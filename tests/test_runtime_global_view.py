@@ -39,7 +39,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_
           "global_eval_predictions": None, "global_flax_train_state": "['params']",
           "global_dropout_keys": "['params']", "global_replicate_helpers": "['params']",
           "global_option_forms": "['params']", "global_step_in_function": "['params']",
-          "global_every_device": "['params']", "global_rebound_step": "['params']"}
+          "global_every_device": "['params']", "global_rebound_step": "['params']",
+          "global_driving_functions": "['params']"}
 
 
 def migrate(old: Path) -> str:

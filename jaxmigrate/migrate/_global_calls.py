@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.migrate._global_helpers import Helper, HelperSummaries
 from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
-from jaxmigrate.names import ValueBinding
+from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,77 @@ class DriverAnalyzer:
         self.step_calls.clear()
         self.called: set[str] = set()
         scopes = self._driving_scopes()
+        self.wrappers = self._wrappers(scopes)
         self.scopes = frozenset(id(scope) for scope in scopes)
+        self._inline: list[tuple[ast.FunctionDef, list]] = []  # wrappers being read, their returns' kinds
         for scope in scopes:
+            if id(scope) in self.wrappers:
+                continue  # read at each of its calls, with the kinds its arguments have there
             self._device_names: set[str] = set()
             self._block(scope.body, {})
             self._no_escape(scope, self._device_names)
+
+    def _wrappers(self, scopes: list) -> dict[int, ast.FunctionDef]:
+        """The driving functions the module itself calls (``train_epoch(state, batches)`` calling the
+        step), by id; their callers join ``scopes``. Such a function is read at each call with its
+        arguments' kinds, so the device axis is followed into it and out through its returns."""
+        wrappers: dict[int, ast.FunctionDef] = {}
+        pending = list(scopes)
+        while pending:
+            scope = pending.pop()
+            if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
+                continue
+            uses = [node for _, node in self.module.names_at.get(scope.name, ()) if isinstance(node.ctx, ast.Load)
+                    and any(isinstance(b, OpaqueBinding) and b.node is scope for b in self.names.bindings(node))]
+            if not uses:
+                continue  # an entry point: called from elsewhere, with host values
+            for use in uses:
+                parent = self.module.parent_of(use)
+                if not (isinstance(parent, ast.Call) and parent.func is use):
+                    raise Blocked(use.lineno, f"`{use.id}` (which drives the pmapped step) is used other than by "
+                                  "calling it")
+                caller = self.scope_of(use)
+                if isinstance(caller, ast.Lambda):
+                    raise Blocked(use.lineno, f"`{use.id}` (which drives the pmapped step) is called inside a "
+                                  "lambda, which this fix does not follow")
+                if all(caller is not known for known in scopes):
+                    scopes.append(caller)
+                    pending.append(caller)
+            wrappers[id(scope)] = scope
+        return wrappers
+
+    def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict):
+        """A call of a function that drives the step: its body read with the arguments' kinds; the
+        kind of what it returns."""
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called with keyword or "
+                          "starred arguments")
+        args = func.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(node.args) > len(args.args) \
+                or len(node.args) < len(args.args) - len(args.defaults):
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) takes *args, **kwargs, "
+                          "keyword-only arguments or defaults this call does not match")
+        if any(func is reading for reading, _ in self._inline):
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) calls itself")
+        inner = {a.arg: HOST for a in args.args}
+        for param, arg in zip(args.args, node.args):
+            inner[param.arg] = self.expr(arg, env)
+        outer_names, self._device_names = self._device_names, set()
+        for name, kind in inner.items():
+            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                self._device_names.add(name)
+        self._inline.append((func, []))
+        try:
+            self._block(func.body, inner)
+            self._no_escape(func, self._device_names)
+            returns = self._inline[-1][1]
+        finally:
+            self._inline.pop()
+            self._device_names = outer_names
+        kind = BOT
+        for returned in returns or [HOST]:
+            kind = _hjoin(kind, returned)
+        return kind
 
     def _no_escape(self, scope, device_names: set[str]) -> None:
         """A name that ever holds a device-axis value here must not be read from another scope (a
@@ -227,6 +293,10 @@ class DriverAnalyzer:
                     self._host(child, env)
             return env
         if isinstance(node, ast.Return):
+            if self._inline and self.scope_of(node) is self._inline[-1][0]:
+                # A wrapper's return: its caller gets the kind (read on, at the call).
+                self._inline[-1][1].append(HOST if node.value is None else self.expr(node.value, env))
+                return env
             if node.value is not None:
                 kind = self.expr(node.value, env)
                 if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
@@ -369,6 +439,9 @@ class DriverAnalyzer:
             step = self._step_of(func)
             if step is not None:
                 return self._step_call(step, node, env)
+            bindings = self.names.bindings(func)
+            if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.wrappers:
+                return self._wrapper_call(bindings[0].node, node, env)
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
         helper = self.helpers.of_call(node)
@@ -482,6 +555,10 @@ class DriverAnalyzer:
     # -- patterns --------------------------------------------------------------------------
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None) -> None:
+        known = self.edits.get(id(node))
+        if known is not None and known.action != action:  # a wrapper read at two calls, two ways
+            raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
+                          "function and not at another")
         self.edits[id(node)] = DriverEdit(node, action, inner, helper)
 
     def _tree_map_action(self, fn: ast.Lambda) -> str | None:

@@ -554,18 +554,17 @@ class _Builder:
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
             if edit.action == "replicate":
-                self._replace(edit.node, f"{jax}.device_put({inner}, {named}({mesh}, {spec}()))")
+                self._around(edit, f"{jax}.device_put(", f", {named}({mesh}, {spec}()))")
             else:
-                self._replace(edit.node, f"{jax}.make_array_from_process_local_data("
-                                         f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
+                self._around(edit, f"{jax}.make_array_from_process_local_data("
+                                   f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
             self._drop_import(edit.node.func)
         elif edit.action == "key":  # one key per device -> the one key they were split from
             self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
-            self._replace(edit.node, self._atom(edit.inner, edit.node))
+            self._around_atom(edit)
             self._drop_import(edit.node.func)
         elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
-            self._replace(edit.node, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), "
-                                     f"*{jax}.device_get({inner}))")
+            self._around(edit, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), *{jax}.device_get(", "))")
             self._drop_import(edit.node.func)
         else:  # index / unshard: the device axis is gone, the value itself is what was read
             statement = self.module.parent_of(edit.node)
@@ -573,9 +572,24 @@ class _Builder:
                     and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
                 self._delete_lines(statement)  # `x = x[0]` / `probs = probs.reshape(...)`: nothing left to do
                 return
-            self._replace(edit.node, self._atom(edit.inner, edit.node))
+            self._around_atom(edit)
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
+
+    def _around(self, edit, before: str, after: str) -> None:
+        """Replace what surrounds ``edit.inner`` in ``edit.node``, not the inner text itself: a call
+        site edit inside it (``unreplicate(step(params, shard(batch)))``) then stays its own edit."""
+        start, end = self.module.span(edit.node)
+        inner_start, inner_end = self.module.span(edit.inner)
+        for a, b, text in ((start, inner_start, before), (inner_end, end, after)):
+            if a != b or text:
+                self.plan.edits.append(Edit(a, b, text))
+
+    def _around_atom(self, edit) -> None:
+        """``edit.node`` becomes its inner expression alone, parenthesised where the context needs it."""
+        text = self.module.segment(edit.inner)
+        wrapped = self._atom(edit.inner, edit.node) != text
+        self._around(edit, "(" if wrapped else "", ")" if wrapped else "")
 
     def _insert_mesh(self, mesh: str, nodes: list[ast.AST], scope_of) -> None:
         """The mesh is built where the driving code runs, never at import of a module that did not
