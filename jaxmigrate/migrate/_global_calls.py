@@ -164,6 +164,19 @@ class DriverAnalyzer:
             wrappers[id(scope)] = scope
         return wrappers
 
+    def _shared(self, scope) -> set[str]:
+        """The names ``scope`` declares ``global`` or ``nonlocal`` (its own statements, not nested
+        functions'): a value bound to one is read by other functions."""
+        found: set[str] = set()
+        pending = list(getattr(scope, "body", []))
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                found.update(node.names)
+            elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                pending.extend(ast.iter_child_nodes(node))
+        return found
+
     def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict):
         """A call of a function that drives the step: its body read with the arguments' kinds; the
         kind of what it returns."""
@@ -264,7 +277,7 @@ class DriverAnalyzer:
 
     def _stmt(self, node: ast.stmt, env: dict) -> dict:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
-            raise Blocked(node.lineno, "a `global` / `nonlocal` declaration in code that drives the step")
+            return env  # such a name may hold host values only (`_bind`)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
                              ast.Pass, ast.Break, ast.Continue)):
             self._no_device_names(node, env)
@@ -337,8 +350,12 @@ class DriverAnalyzer:
 
     def _no_device_names(self, node: ast.AST, env: dict) -> None:
         """A nested def or class must not capture a device value (its uses are not followed)."""
+        outer = self.scope_of(node) if not isinstance(node, ast.Lambda) else None
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and env.get(sub.id) in CARRIES_AXIS and sub is not node:
+                if outer is not None and not any(self.scope_of(_binding_node(b)) is outer
+                                                 for b in self.names.bindings(sub) if _binding_node(b) is not None):
+                    continue  # the nested function's own name (a parameter), not the outer value
                 raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside a nested "
                               "function, which this fix does not follow")
 
@@ -346,6 +363,9 @@ class DriverAnalyzer:
         if isinstance(target, ast.Name):
             env[target.id] = kind
             if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                if target.id in self._shared(self.scope_of(target)):
+                    raise Blocked(target.lineno, f"`{target.id}` is declared `global` / `nonlocal` and gets a value "
+                                  "with pmap's device axis, read elsewhere where this fix does not follow")
                 self._device_names.add(target.id)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
