@@ -570,6 +570,9 @@ class DriverAnalyzer:
                 name = self._qualified(call.func)
                 if name in _HINTS:
                     return f"; `{self._short(call)}` (line {call.lineno}) {_HINTS[name]}"
+                if name == DEVICE_PUT_REPLICATED and len(call.args) == 2:
+                    return (f"; `{self._short(call)}` (line {call.lineno}) replicates onto "
+                            f"`{self._short(call.args[1])}`, not shown to be every local device, which the mesh holds")
         return ""
 
     # -- patterns --------------------------------------------------------------------------
