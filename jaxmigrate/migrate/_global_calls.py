@@ -114,6 +114,7 @@ class DriverAnalyzer:
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
         self.helpers = HelperSummaries(module, self.leaf_action)
+        self._shared_names: dict[int, set[str]] = {}
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -167,8 +168,12 @@ class DriverAnalyzer:
     def _shared(self, scope) -> set[str]:
         """The names ``scope`` declares ``global`` or ``nonlocal`` (its own statements, not nested
         functions'): a value bound to one is read by other functions."""
-        found: set[str] = set()
-        pending = list(getattr(scope, "body", []))
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return set()  # a module's own top level shares its names already
+        if id(scope) in self._shared_names:
+            return self._shared_names[id(scope)]
+        found = self._shared_names[id(scope)] = set()
+        pending = list(scope.body)
         while pending:
             node = pending.pop()
             if isinstance(node, (ast.Global, ast.Nonlocal)):
