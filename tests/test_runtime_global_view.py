@@ -40,7 +40,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_optstate_
           "global_dropout_keys": "['params']", "global_replicate_helpers": "['params']",
           "global_option_forms": "['params']", "global_step_in_function": "['params']",
           "global_every_device": "['params']", "global_rebound_step": "['params']",
-          "global_driving_functions": "['params']"}
+          "global_driving_functions": "['params']", "global_called_at_once": "['params']"}
 
 
 def migrate(old: Path) -> str:

@@ -236,15 +236,22 @@ class DriverAnalyzer:
     def _driving_scopes(self) -> list:
         scopes: list = []
         seen: set[int] = set()
-        for node in self.module.of_type(ast.Name):
-            if isinstance(node.ctx, ast.Load) and self._step_of(node):
+        at_once = [step.binding for step in self.steps.values() if isinstance(step.binding, ast.Call)
+                   and self._called_at_once(step.binding)]
+        for node in [*self.module.of_type(ast.Name), *at_once]:
+            if isinstance(node, ast.Call) or isinstance(node.ctx, ast.Load) and self._step_of(node):
                 scope = self.scope_of(node)
                 if isinstance(scope, ast.Lambda):
-                    raise Blocked(node.lineno, f"`{node.id}` is called inside a lambda, which this fix does not follow")
+                    raise Blocked(node.lineno, f"`{self._short(node)}` is called inside a lambda, which this fix "
+                                  "does not follow")
                 if id(scope) not in seen:
                     seen.add(id(scope))
                     scopes.append(scope)
         return scopes
+
+    def _called_at_once(self, pmap_call: ast.Call) -> bool:
+        parent = self.module.parent_of(pmap_call)
+        return isinstance(parent, ast.Call) and parent.func is pmap_call
 
     def _in_lambda(self, node: ast.AST, scope) -> bool:
         parent = self.module.parent_of(node)
@@ -460,6 +467,8 @@ class DriverAnalyzer:
 
     def _call(self, node: ast.Call, env: dict):
         func = node.func
+        if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
+            return self._step_call(self._step_bindings[id(func)], node, env)
         if isinstance(func, ast.Name):
             step = self._step_of(func)
             if step is not None:

@@ -91,9 +91,10 @@ class StepAnalyzer:
     def analyse(self, func: ast.FunctionDef, params: list[Kind], bound: tuple[str, ...] = ()) -> StepAnalysis:
         args = func.args
         if args.vararg or args.kwarg or args.posonlyargs or any(a.arg not in bound for a in args.kwonlyargs):
-            raise Blocked(func.lineno, f"`{func.name}` takes *args, **kwargs or keyword-only arguments")
+            raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` takes *args, **kwargs or keyword-only "
+                          "arguments")
         if len(params) + len([a for a in args.args if a.arg in bound]) != len(args.args):
-            raise Blocked(func.lineno, f"`{func.name}` is called with {len(params)} arguments, not "
+            raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` is called with {len(params)} arguments, not "
                           f"{len(args.args)}")
         self.result.output = self._call_def(func, [*params, *(R for a in args.args if a.arg in bound)], None,
                                             keywords={name: R for name in bound})

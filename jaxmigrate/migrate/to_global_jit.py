@@ -259,19 +259,22 @@ class _Builder:
         else:
             call = app.node
             assign = self.module.parent_of(call)
-            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
-                    and isinstance(assign.targets[0], ast.Name)):
-                where = "called at once" if isinstance(assign, ast.Call) and assign.func is call else (
-                    "passed to another call" if isinstance(assign, ast.Call) else
+            at_once = isinstance(assign, ast.Call) and assign.func is call  # jax.pmap(f, "i")(x)
+            if not at_once and not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                                    and isinstance(assign.targets[0], ast.Name)):
+                where = "passed to another call" if isinstance(assign, ast.Call) else (
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
-            func = self._def_of(fun, call) if isinstance(fun, ast.Name) else None
+            func = self._def_of(fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
+                else None
             if func is None:
                 func, bound = self._partial_of(fun, app.line)
-            if not isinstance(func, ast.FunctionDef):
-                raise Blocked(app.line, "the pmapped function is not a `def` of this module")
-            name, binding = assign.targets[0].id, call
+            if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
+                raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
+            # A step called at once has no name of its own: it is known by where pmap is applied.
+            name = f"jax.pmap(...) at line {app.line}" if at_once else assign.targets[0].id
+            binding = call
         self.fun[name] = fun
         values = {}
         for option, value in options.items():
@@ -461,7 +464,13 @@ class _Builder:
                 args = [self.module.segment(self.fun[name])]
                 if donate is not None:
                     args.append(f"donate_argnums={donate}")
-                if app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
+                if isinstance(step.func, ast.Lambda):
+                    # The lambda's collectives are edits of their own: only what surrounds it changes.
+                    start, end = self.module.span(app.node)
+                    fun_start, fun_end = self.module.span(self.fun[name])
+                    self.plan.edits.append(Edit(start, fun_start, f"{jax}.jit("))
+                    self.plan.edits.append(Edit(fun_end, end, "".join(f", {a}" for a in args[1:]) + ")"))
+                elif app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
                     indent = self.module.src.line(app.node.lineno)
                     indent = indent[: len(indent) - len(indent.lstrip())]
                     inner = "".join(f"{indent}    {a},\n" for a in args)
