@@ -129,6 +129,8 @@ class DriverAnalyzer:
         self.wrappers = self._wrappers(scopes)
         self.scopes = frozenset(id(scope) for scope in scopes)
         self._inline: list[tuple[ast.FunctionDef, list]] = []  # wrappers being read, their returns' kinds
+        self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
+        self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
         for scope in scopes:
             if id(scope) in self.wrappers:
                 continue  # read at each of its calls, with the kinds its arguments have there
@@ -203,13 +205,23 @@ class DriverAnalyzer:
             if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
                 self._device_names.add(name)
         self._inline.append((func, []))
+        self._reads.append(set())
         try:
             self._block(func.body, inner)
             self._no_escape(func, self._device_names)
             returns = self._inline[-1][1]
+            made = frozenset(self._reads[-1])
         finally:
             self._inline.pop()
+            self._reads.pop()
             self._device_names = outer_names
+        # One text serves every call: each must need the same edits in it (a `params[0]` that reads
+        # device 0's copy at one call and a host array's first row at another cannot be rewritten).
+        settled = not any(leaf == BOT for kind in inner.values() for leaf in _hleaves(kind))
+        known = self._wrapper_edits.setdefault(id(func), (made, node.lineno)) if settled else (made, 0)
+        if known[0] != made:
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called here with values "
+                          f"whose device axis differs from its call at line {known[1]}")
         kind = BOT
         for returned in returns or [HOST]:
             kind = _hjoin(kind, returned)
@@ -597,6 +609,8 @@ class DriverAnalyzer:
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
         self.edits[id(node)] = DriverEdit(node, action, inner, helper)
+        for made in self._reads:
+            made.add((id(node), action))
 
     def _tree_map_action(self, fn: ast.Lambda) -> str | None:
         if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:

@@ -182,7 +182,9 @@ class _Builder:
         mesh = self._mesh_name()
         for edit in drivers.edits.values():
             self._driver(edit, mesh)
-        self._insert_mesh(mesh, [e.node for e in drivers.edits.values()], drivers.scope_of)
+        # Only placements read the mesh: a function that just reads values back needs none.
+        self._insert_mesh(mesh, [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")],
+                          drivers.scope_of)
         removed = self._drop_unused_helpers(drivers.edits.values())
         self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
         return self.plan
