@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.migrate._global_helpers import Helper, HelperSummaries
 from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
-from jaxmigrate.names import OpaqueBinding, ValueBinding
+from jaxmigrate.migrate._global_shapes import DeviceAxisShapes, is_zero
+from jaxmigrate.migrate._global_shapes import _head_and_tail  # noqa: F401  (_pmap_setting imports it from here)
+from jaxmigrate.names import OpaqueBinding
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,6 @@ SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
-LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
     "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
@@ -58,9 +59,6 @@ _HINTS = {
     "padded global batch instead",
 }
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
-_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
-# Functions that make one array of a list of equal arrays along a new leading axis.
-_STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 
 
 @dataclass
@@ -113,7 +111,8 @@ class DriverAnalyzer:
         self.edits: dict[int, DriverEdit] = {}
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
-        self.helpers = HelperSummaries(module, self.leaf_action)
+        self.shapes = DeviceAxisShapes(module)
+        self.helpers = HelperSummaries(module, self.shapes.leaf_action)
         self._shared_names: dict[int, set[str]] = {}
 
     # -- entry -----------------------------------------------------------------------------
@@ -450,7 +449,7 @@ class DriverAnalyzer:
 
     def _subscript(self, node: ast.Subscript, env: dict):
         inner = node.value
-        if _is_zero(node.slice):
+        if is_zero(node.slice):
             # jax.device_get(x)[0] reads device 0's copy just as x[0] does.
             if isinstance(inner, ast.Call) and self._qualified(inner.func) == "jax.device_get" and len(inner.args) == 1:
                 kind = self.expr(inner.args[0], env)
@@ -520,7 +519,7 @@ class DriverAnalyzer:
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
                 return DREP if qualified in REPLICATE else DSHARD
         if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
-                and self._is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
+                and self.shapes.is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
             self._host(node.args[0], env)
             self._edit(node, "key", node.args[0])
             return DKEYS
@@ -533,7 +532,7 @@ class DriverAnalyzer:
                 return DREP
         if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords \
                 and isinstance(node.args[0], ast.Lambda):
-            action = self._tree_map_action(node.args[0])
+            action = self.shapes.tree_map_action(node.args[0])
             kind = self.expr(node.args[1], env)
             host = all(leaf == HOST for leaf in _hleaves(kind))
             if action == "index" and kind == DREP or action in ("replicate", "shard") and host:
@@ -541,10 +540,10 @@ class DriverAnalyzer:
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
-            if base == HOST and self._is_shard_reshape(func.value, node.args):
+            if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
                 self._edit(node, "shard", func.value)
                 return DSHARD
-            if base == DSHARD and self._is_unshard_reshape(func.value, node.args):
+            if base == DSHARD and self.shapes.is_unshard_reshape(func.value, node.args):
                 self._edit(node, "unshard", func.value)
                 return HOST
         return self._generic(node, env)
@@ -612,127 +611,9 @@ class DriverAnalyzer:
         for made in self._reads:
             made.add((id(node), action))
 
-    def _tree_map_action(self, fn: ast.Lambda) -> str | None:
-        if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
-            return None
-        return self.leaf_action(fn.body, fn.args.args[0].arg)
-
-    def leaf_action(self, body: ast.expr, x: str) -> str | None:
-        """What ``body`` does to the array ``x`` about pmap's device axis: ``index`` (``x[0]``),
-        ``shard`` (a device-count reshape), ``replicate`` (``x`` copied onto a leading axis of the
-        local device count), or None."""
-        if isinstance(body, ast.Subscript) and _is_name(body.value, x) and _is_zero(body.slice):
-            return "index"
-        if not isinstance(body, ast.Call) or body.keywords:
-            return None
-        if isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
-                and _is_name(body.func.value, x) and self._is_shard_reshape(body.func.value, body.args):
-            return "shard"
-        qualified = self._qualified(body.func)
-        if qualified in _BROADCASTS and len(body.args) == 2 \
-                and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
-            return "replicate"
-        if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
-            return "replicate"
-        return None
-
-    def _is_copies(self, node: ast.expr, x: str) -> bool:
-        """``[x] * n`` / ``n * [x]`` with n the local device count."""
-        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
-            return False
-        for items, count in ((node.left, node.right), (node.right, node.left)):
-            if isinstance(items, ast.List) and len(items.elts) == 1 and _is_name(items.elts[0], x) \
-                    and self._is_device_count(count):
-                return True
-        return False
-
-    def _is_shard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
-        """``(n, -1) + x.shape[1:]`` / ``(n, -1, *x.shape[1:])`` / ``n, -1, *x.shape[1:]``, n the local
-        device count."""
-        if len(args) == 1:
-            shape = args[0]
-        elif len(args) >= 2:
-            shape = ast.Tuple(elts=list(args), ctx=ast.Load())
-        else:
-            return False
-        return self._is_leading_count(shape, base, -1)
-
-    def _is_leading_count(self, shape: ast.expr, base, second: int) -> bool:
-        """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
-        ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
-        name = base if isinstance(base, str) else None
-        if (split := _head_and_tail(shape)) is None:
-            return False
-        head, tail = split
-        expected = 1 if second == 0 else 2
-        if len(head) != expected or not self._is_device_count(head[0]):
-            return False
-        if second != 0 and not (_int(head[1]) == -1):
-            return False
-        if second == 0:
-            return _is_shape_of(tail, name, None)
-        return _is_shape_of(tail, name or self.module.segment(base), 1, self.module)
-
-    def _is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
-        """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
-        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
-        if (split := _head_and_tail(shape)) is None:
-            return False
-        head, tail = split
-        return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
-
-    def _is_device_count(self, node: ast.expr) -> bool:
-        if isinstance(node, ast.Call):
-            return self._qualified(node.func) == LOCAL_DEVICE_COUNT and not node.args and not node.keywords
-        if isinstance(node, ast.Name):
-            bindings = self.names.bindings(node)
-            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._is_device_count(
-                bindings[0].value)
-        return False
-
 
 def _binding_node(binding) -> ast.AST | None:
     return getattr(binding, "value", None) or getattr(binding, "node", None)
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _is_zero(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
-
-
-def _head_and_tail(shape: ast.expr) -> tuple[list[ast.expr], ast.expr] | None:
-    """A shape written ``(a, b) + rest`` or ``(a, b, *rest)``: ([a, b], rest); None otherwise."""
-    if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
-        return list(shape.left.elts), shape.right
-    if isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
-        return list(shape.elts[:-1]), shape.elts[-1].value
-    return None
-
-
-def _int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        return -node.operand.value if type(node.operand.value) is int else None
-    return None
-
-
-def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool:
-    """``<base>.shape[start:]`` (or ``<base>.shape`` when start is None)."""
-    if start is not None:
-        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
-                and _int(node.slice.lower) == start and node.slice.upper is None and node.slice.step is None):
-            return False
-        node = node.value
-    if not (isinstance(node, ast.Attribute) and node.attr == "shape"):
-        return False
-    value = node.value
-    if isinstance(value, ast.Name) and base is not None and value.id == base:
-        return True
-    return module is not None and base is not None and module.segment(value) == base
 
 
 def _to_kind(kind) -> Kind:

@@ -56,9 +56,10 @@ from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
 from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
-from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
+from jaxmigrate.migrate._global_options import def_of, every_device, partial_of, read_options
+from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable, apply
-from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
+from jaxmigrate.names import ImportBinding, ValueBinding
 
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
 
@@ -251,7 +252,7 @@ class _Builder:
 
     def _step(self, app: Application) -> None:
         func, bound = app.mapped, {}
-        options, fun = self._read(app)
+        options, fun = read_options(self.module, app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
                 raise Blocked(app.line, "the pmapped function is not a `def`")
@@ -268,10 +269,10 @@ class _Builder:
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
-            func = self._def_of(fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
+            func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
                 else None
             if func is None:
-                func, bound = self._partial_of(fun, app.line)
+                func, bound = partial_of(self.module, fun, app.line)
             if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
                 raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
             # A step called at once has no name of its own: it is known by where pmap is applied.
@@ -280,7 +281,7 @@ class _Builder:
         self.fun[name] = fun
         values = {}
         for option, value in options.items():
-            if option == "devices" and self._every_device(value, app.line):
+            if option == "devices" and every_device(self.module, value, app.line):
                 continue  # the mesh's devices: nothing to say to jit
             if option not in _OPTIONS:
                 raise Blocked(app.line, f"pmap's `{option}=` has no global-view counterpart here")
@@ -320,94 +321,6 @@ class _Builder:
         self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun)
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
-
-    def _read(self, app: Application) -> tuple[dict[str, ast.expr], ast.expr | None]:
-        """pmap's options by name, and (call form) the function it maps, however they are passed:
-        by keyword, ``axis_name`` second positionally, ``fun=``, through ``partial(jax.pmap, ...)``.
-        Read here rather than taken from the exact path's reading, whose refusals (a `devices=`
-        the exact rewrite cannot place) need not bar the global view."""
-        if app.kind == "value" or app.node is None:
-            raise Blocked(app.line, app.reason or "jax.pmap used as a value; only calls and decorators are followed")
-        targets = self.module.names.resolve(app.ref)
-        if len(targets) != 1 or targets[0].name != PMAP or targets[0].partials:
-            raise Blocked(app.line, app.reason or f"`{self.module.segment(app.ref)}` may not be jax.pmap")
-        if app.nested_with:
-            raise Blocked(app.line, f"nested pmap (with the pmap at line {app.nested_with[0].line})")
-        if self.module.has_comment(app.node):
-            raise Blocked(app.line, "comments inside the pmap call would be lost; migrate by hand")
-        node = app.node
-        if app.kind == "decorator":  # @jax.pmap or @partial(jax.pmap, ...)
-            partial = node if isinstance(node, ast.Call) else None
-        else:  # jax.pmap(f, ...) or partial(jax.pmap, ...)(f)
-            partial = node.func if isinstance(node.func, ast.Call) else None
-        keywords, positional = [], []
-        if partial is not None:
-            if len(partial.args) != 1 or partial.args[0] is not app.ref:
-                raise Blocked(app.line, "`partial(jax.pmap, ...)` binds positional arguments")
-            keywords += partial.keywords
-        if app.kind == "call":
-            keywords += node.keywords
-            positional = list(node.args)
-        options: dict[str, ast.expr] = {}
-        for kw in keywords:
-            if kw.arg is None:
-                raise Blocked(app.line, "pmap called with `**kwargs`; its options cannot be read")
-            if kw.arg in options:
-                raise Blocked(app.line, f"pmap's `{kw.arg}=` is given twice")
-            options[kw.arg] = kw.value
-        if any(isinstance(a, ast.Starred) for a in positional):
-            raise Blocked(app.line, "pmap called with `*args`; its options cannot be read")
-        if len(positional) > 2:
-            raise Blocked(app.line, "pmap called with more than two positional arguments")
-        fun = options.pop("fun", None)
-        for option, value in zip(("fun", "axis_name"), positional):
-            if option == "fun" and fun is None:
-                fun = value
-            elif option == "axis_name" and option not in options:
-                options[option] = value
-            else:
-                raise Blocked(app.line, f"pmap's `{option}` is given twice")
-        if app.kind == "call" and fun is None:
-            raise Blocked(app.line, "pmap called without the function to map")
-        return options, fun
-
-    def _every_device(self, value: ast.expr, line: int) -> bool:
-        """``devices=jax.devices()``, or ``jax.local_devices()`` in a module run as one process:
-        every device pmap maps over anyway, as the mesh does. (With several processes pmap wants
-        the same list in each; each process's own devices would map over those alone.)"""
-        if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
-            return False
-        qualified = self.module.names.qualified_name(value.func)
-        if qualified == "jax.devices":
-            return True
-        if qualified != "jax.local_devices":
-            return False
-        multi = planner_of(self.module).multi_process
-        if multi:
-            raise Blocked(line, f"`devices=jax.local_devices()` in a module run as several processes ({multi}): "
-                          "pmap maps over this process's devices alone, the global view over all")
-        return True
-
-    def _def_of(self, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
-        """The def ``name`` (pmap's function) is: its one binding, or, for ``f = jax.pmap(f, ...)``
-        (the step rebinding its own def's name, as brax's trainers write it), the def bound above."""
-        bindings = self.module.names.bindings(name)
-        defs = [b.node for b in bindings if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.FunctionDef)]
-        rebinding = [b for b in bindings if isinstance(b, ValueBinding) and b.value is call]
-        if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) and defs[0].lineno < call.lineno:
-            return defs[0]
-        return None
-
-    def _partial_of(self, node: ast.expr, line: int):
-        """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
-        if not (isinstance(node, ast.Call) and self.module.names.qualified_name(node.func) == "functools.partial"
-                and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
-                and all(kw.arg for kw in node.keywords)):
-            raise Blocked(line, "the pmapped function is not a `def` or a `partial(def, name=...)` of this module")
-        defs = [b.node for b in self.module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
-        if len(defs) != 1 or len(self.module.names.bindings(node.args[0])) != 1:
-            raise Blocked(line, "the pmapped function is not a `def` of this module")
-        return defs[0], {kw.arg: kw.value for kw in node.keywords}
 
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
@@ -559,7 +472,6 @@ class _Builder:
         for node in ast.walk(edit.node):
             if isinstance(node, ast.Name) and node is not edit.inner:
                 self._drop_import(node)
-        inner = self.module.segment(edit.inner)
         jax = self.namer.jax()
         if edit.action in ("replicate", "shard"):
             named = self.namer.sharding("NamedSharding")
