@@ -125,3 +125,71 @@ def test_the_global_view_runs_before_the_site_codemods_of_its_call_sites():
     fixed = fix_text(source, "x.py", all_rules(), TARGET, unsafe=True)
     assert "broadcast_to" not in fixed.text and "jax.device_put(params, NamedSharding(mesh, P()))" in fixed.text
     assert "return params - 0.1 * grads\n" in fixed.text
+
+
+HELPER_PROGRAM = """\
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+{helper}
+
+
+def step(w, x):
+    return w - 0.1 * jax.lax.pmean(jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w), "d")
+
+
+p_step = jax.pmap(step, axis_name="d")
+
+
+def fit(w, x):
+    n = jax.local_device_count()
+    w = replicate(w)
+    x = x.reshape((n, -1) + x.shape[1:])
+    return p_step(w, x)[0]
+"""
+
+
+@pytest.mark.parametrize("helper", [
+    pytest.param("def replicate(tree):\n    n = jax.local_device_count()\n"
+                 "    return jax.tree.map(lambda x: np.stack([x] * n), tree)", id="np.stack"),
+    pytest.param("def replicate(x):\n    return np.broadcast_to(x, (jax.local_device_count(),) + x.shape)",
+                 id="one array, np.broadcast_to"),
+    pytest.param("def replicate(tree):\n    \"\"\"Docs.\"\"\"\n    count = jax.local_device_count()\n"
+                 "    return jax.tree_util.tree_map(lambda leaf: jnp.array(count * [leaf]), tree)",
+                 id="docstring, n * [x]"),
+    pytest.param("replicate = lambda t: jax.tree_util.tree_map(\n"
+                 "    lambda x: jnp.broadcast_to(x, (jax.local_device_count(), *x.shape)), t)",
+                 id="module-level lambda, starred shape"),
+])
+def test_a_replicate_helper_is_known_by_its_body(helper):
+    source = HELPER_PROGRAM.format(helper=helper)
+    view = plan_global(source)
+    assert view.possible, view.blocker
+    fixed = fix(source, set())
+    assert "jax.device_put(w, NamedSharding(mesh, P()))" in fixed and "replicate(" not in fixed.split("def fit")[1]
+
+
+@pytest.mark.parametrize("helper", [
+    pytest.param("def replicate(tree, n=jax.local_device_count()):\n"
+                 "    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tree)",
+                 id="two parameters"),
+    pytest.param("def replicate(tree):\n    return jax.tree.map(lambda x: jnp.stack([x] * 2), tree)",
+                 id="a count that is not the device count"),
+    pytest.param("def replicate(tree):\n    n = jax.local_device_count()\n"
+                 "    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n, 1) + x.shape), tree)",
+                 id="an extra axis"),
+    pytest.param("def replicate(tree):\n    n = jax.local_device_count()\n"
+                 "    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tree)\n\n\n"
+                 "if jax.process_count() > 1:\n    def replicate(tree):\n        return tree",
+                 id="rebound"),
+    pytest.param("def replicate(tree):\n    n = jax.local_device_count()\n    print(tree)\n"
+                 "    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tree)",
+                 id="a statement besides the return"),
+])
+def test_a_helper_that_is_not_a_replicate_blocks_with_the_line(helper):
+    source = HELPER_PROGRAM.format(helper=helper)
+    view = plan_global(source)
+    assert not view.possible
+    line = next(i + 1 for i, text in enumerate(source.splitlines()) if "return p_step(w, x)" in text)
+    assert view.line == line and "argument 1 of `p_step` (`w`) is not made by a replicate" in view.reason

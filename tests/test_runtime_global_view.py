@@ -37,7 +37,10 @@ CASES = sorted(OLD)
 # gradient, an eval step).
 PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_array_means": "['params']", "global_optstate_metrics": "['params']",
           "global_eval_predictions": None, "global_flax_train_state": "['params']",
-          "global_dropout_keys": "['params']"}
+          "global_dropout_keys": "['params']", "global_replicate_helpers": "['params']",
+          "global_option_forms": "['params']", "global_step_in_function": "['params']",
+          "global_every_device": "['params']", "global_rebound_step": "['params']",
+          "global_driving_functions": "['params']", "global_called_at_once": "['params']"}
 
 
 def migrate(old: Path) -> str:

@@ -4,8 +4,9 @@ Every function of the module that calls a step (and the module's top level) is r
 statement, tracking which names hold values with the device axis:
 
 ``DREP``    replicated onto every device (``jax.device_put_replicated(x, jax.local_devices())``,
-            ``flax.jax_utils.replicate(x)``, a tree map of ``broadcast_to((n,) + x.shape)``, and
-            the step's replicated outputs);
+            ``flax.jax_utils.replicate(x)``, a tree map of ``broadcast_to((n,) + x.shape)``, a
+            helper of the program that does one of these (``_global_helpers``), and the step's
+            replicated outputs);
 ``DSHARD``  a host batch split into one slice per device (``x.reshape((n, -1) + x.shape[1:])``
             with n the local device count, ``flax.training.common_utils.shard(x)``, and the step's
             per-example outputs).
@@ -24,8 +25,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from jaxmigrate.migrate._global_helpers import Helper, HelperSummaries
 from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
-from jaxmigrate.names import ValueBinding
+from jaxmigrate.migrate._global_shapes import DeviceAxisShapes, is_zero
+from jaxmigrate.migrate._global_shapes import _head_and_tail  # noqa: F401  (_pmap_setting imports it from here)
+from jaxmigrate.names import OpaqueBinding
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,6 @@ SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
-LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
     "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
@@ -69,6 +72,7 @@ class Step:
     outputs: Kind = BOT
     params: list[Kind] = field(default_factory=list)
     bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
+    fun: ast.expr | None = None  # call form: the expression naming the function pmap maps
 
 
 @dataclass
@@ -76,6 +80,7 @@ class DriverEdit:
     node: ast.AST
     action: str  # replicate | shard | index | unshard
     inner: ast.expr  # the expression that is kept
+    helper: Helper | None = None  # the program's own function this call of it stands for
 
 
 def _hjoin(a, b):
@@ -106,6 +111,9 @@ class DriverAnalyzer:
         self.edits: dict[int, DriverEdit] = {}
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
+        self.shapes = DeviceAxisShapes(module)
+        self.helpers = HelperSummaries(module, self.shapes.leaf_action)
+        self._shared_names: dict[int, set[str]] = {}
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -117,10 +125,106 @@ class DriverAnalyzer:
         self.step_calls.clear()
         self.called: set[str] = set()
         scopes = self._driving_scopes()
+        self.wrappers = self._wrappers(scopes)
+        self.scopes = frozenset(id(scope) for scope in scopes)
+        self._inline: list[tuple[ast.FunctionDef, list]] = []  # wrappers being read, their returns' kinds
+        self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
+        self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
         for scope in scopes:
+            if id(scope) in self.wrappers:
+                continue  # read at each of its calls, with the kinds its arguments have there
             self._device_names: set[str] = set()
             self._block(scope.body, {})
             self._no_escape(scope, self._device_names)
+
+    def _wrappers(self, scopes: list) -> dict[int, ast.FunctionDef]:
+        """The driving functions the module itself calls (``train_epoch(state, batches)`` calling the
+        step), by id; their callers join ``scopes``. Such a function is read at each call with its
+        arguments' kinds, so the device axis is followed into it and out through its returns."""
+        wrappers: dict[int, ast.FunctionDef] = {}
+        pending = list(scopes)
+        while pending:
+            scope = pending.pop()
+            if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
+                continue
+            uses = [node for _, node in self.module.names_at.get(scope.name, ()) if isinstance(node.ctx, ast.Load)
+                    and any(isinstance(b, OpaqueBinding) and b.node is scope for b in self.names.bindings(node))]
+            if not uses:
+                continue  # an entry point: called from elsewhere, with host values
+            for use in uses:
+                parent = self.module.parent_of(use)
+                if not (isinstance(parent, ast.Call) and parent.func is use):
+                    raise Blocked(use.lineno, f"`{use.id}` (which drives the pmapped step) is used other than by "
+                                  "calling it")
+                caller = self.scope_of(use)
+                if isinstance(caller, ast.Lambda):
+                    raise Blocked(use.lineno, f"`{use.id}` (which drives the pmapped step) is called inside a "
+                                  "lambda, which this fix does not follow")
+                if all(caller is not known for known in scopes):
+                    scopes.append(caller)
+                    pending.append(caller)
+            wrappers[id(scope)] = scope
+        return wrappers
+
+    def _shared(self, scope) -> set[str]:
+        """The names ``scope`` declares ``global`` or ``nonlocal`` (its own statements, not nested
+        functions'): a value bound to one is read by other functions."""
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return set()  # a module's own top level shares its names already
+        if id(scope) in self._shared_names:
+            return self._shared_names[id(scope)]
+        found = self._shared_names[id(scope)] = set()
+        pending = list(scope.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                found.update(node.names)
+            elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                pending.extend(ast.iter_child_nodes(node))
+        return found
+
+    def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict):
+        """A call of a function that drives the step: its body read with the arguments' kinds; the
+        kind of what it returns."""
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called with keyword or "
+                          "starred arguments")
+        args = func.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(node.args) > len(args.args) \
+                or len(node.args) < len(args.args) - len(args.defaults):
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) takes *args, **kwargs, "
+                          "keyword-only arguments or defaults this call does not match")
+        if any(func is reading for reading, _ in self._inline):
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) calls itself")
+        inner = {a.arg: HOST for a in args.args}
+        for param, arg in zip(args.args, node.args):
+            inner[param.arg] = self.expr(arg, env)
+        outer_names, self._device_names = self._device_names, set()
+        for name, kind in inner.items():
+            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                self._device_names.add(name)
+        self._inline.append((func, []))
+        self._reads.append(set())
+        try:
+            self._block(func.body, inner)
+            self._no_escape(func, self._device_names)
+            returns = self._inline[-1][1]
+            made = frozenset(self._reads[-1])
+        finally:
+            self._inline.pop()
+            self._reads.pop()
+            self._device_names = outer_names
+        # One text serves every call: each must need the same edits in it (a `params[0]` that reads
+        # device 0's copy at one call and a host array's first row at another cannot be rewritten).
+        settled = not any(leaf == BOT for kind in inner.values() for leaf in _hleaves(kind))
+        known = self._wrapper_edits.setdefault(id(func), (made, node.lineno)) if settled else (made, 0)
+        if known[0] != made:
+            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called here with values "
+                          f"whose device axis differs from its call at line {known[1]}")
+        kind = BOT
+        for returned in returns or [HOST]:
+            kind = _hjoin(kind, returned)
+        return kind
 
     def _no_escape(self, scope, device_names: set[str]) -> None:
         """A name that ever holds a device-axis value here must not be read from another scope (a
@@ -143,15 +247,22 @@ class DriverAnalyzer:
     def _driving_scopes(self) -> list:
         scopes: list = []
         seen: set[int] = set()
-        for node in self.module.of_type(ast.Name):
-            if isinstance(node.ctx, ast.Load) and self._step_of(node):
+        at_once = [step.binding for step in self.steps.values() if isinstance(step.binding, ast.Call)
+                   and self._called_at_once(step.binding)]
+        for node in [*self.module.of_type(ast.Name), *at_once]:
+            if isinstance(node, ast.Call) or isinstance(node.ctx, ast.Load) and self._step_of(node):
                 scope = self.scope_of(node)
                 if isinstance(scope, ast.Lambda):
-                    raise Blocked(node.lineno, f"`{node.id}` is called inside a lambda, which this fix does not follow")
+                    raise Blocked(node.lineno, f"`{self._short(node)}` is called inside a lambda, which this fix "
+                                  "does not follow")
                 if id(scope) not in seen:
                     seen.add(id(scope))
                     scopes.append(scope)
         return scopes
+
+    def _called_at_once(self, pmap_call: ast.Call) -> bool:
+        parent = self.module.parent_of(pmap_call)
+        return isinstance(parent, ast.Call) and parent.func is pmap_call
 
     def _in_lambda(self, node: ast.AST, scope) -> bool:
         parent = self.module.parent_of(node)
@@ -171,6 +282,8 @@ class DriverAnalyzer:
         return parent
 
     def _step_of(self, node: ast.Name) -> Step | None:
+        if any(node is step.fun for step in self.steps.values()):
+            return None  # `f = jax.pmap(f, ...)`: here `f` is still the def
         for binding in self.names.bindings(node):
             key = id(binding.node) if hasattr(binding, "node") else id(binding.value)
             step = self._step_bindings.get(key)
@@ -187,7 +300,7 @@ class DriverAnalyzer:
 
     def _stmt(self, node: ast.stmt, env: dict) -> dict:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
-            raise Blocked(node.lineno, "a `global` / `nonlocal` declaration in code that drives the step")
+            return env  # such a name may hold host values only (`_bind`)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
                              ast.Pass, ast.Break, ast.Continue)):
             self._no_device_names(node, env)
@@ -216,6 +329,10 @@ class DriverAnalyzer:
                     self._host(child, env)
             return env
         if isinstance(node, ast.Return):
+            if self._inline and self.scope_of(node) is self._inline[-1][0]:
+                # A wrapper's return: its caller gets the kind (read on, at the call).
+                self._inline[-1][1].append(HOST if node.value is None else self.expr(node.value, env))
+                return env
             if node.value is not None:
                 kind = self.expr(node.value, env)
                 if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
@@ -256,8 +373,12 @@ class DriverAnalyzer:
 
     def _no_device_names(self, node: ast.AST, env: dict) -> None:
         """A nested def or class must not capture a device value (its uses are not followed)."""
+        outer = self.scope_of(node) if not isinstance(node, ast.Lambda) else None
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and env.get(sub.id) in CARRIES_AXIS and sub is not node:
+                if outer is not None and not any(self.scope_of(_binding_node(b)) is outer
+                                                 for b in self.names.bindings(sub) if _binding_node(b) is not None):
+                    continue  # the nested function's own name (a parameter), not the outer value
                 raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside a nested "
                               "function, which this fix does not follow")
 
@@ -265,6 +386,9 @@ class DriverAnalyzer:
         if isinstance(target, ast.Name):
             env[target.id] = kind
             if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                if target.id in self._shared(self.scope_of(target)):
+                    raise Blocked(target.lineno, f"`{target.id}` is declared `global` / `nonlocal` and gets a value "
+                                  "with pmap's device axis, read elsewhere where this fix does not follow")
                 self._device_names.add(target.id)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -325,7 +449,7 @@ class DriverAnalyzer:
 
     def _subscript(self, node: ast.Subscript, env: dict):
         inner = node.value
-        if _is_zero(node.slice):
+        if is_zero(node.slice):
             # jax.device_get(x)[0] reads device 0's copy just as x[0] does.
             if isinstance(inner, ast.Call) and self._qualified(inner.func) == "jax.device_get" and len(inner.args) == 1:
                 kind = self.expr(inner.args[0], env)
@@ -354,12 +478,24 @@ class DriverAnalyzer:
 
     def _call(self, node: ast.Call, env: dict):
         func = node.func
+        if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
+            return self._step_call(self._step_bindings[id(func)], node, env)
         if isinstance(func, ast.Name):
             step = self._step_of(func)
             if step is not None:
                 return self._step_call(step, node, env)
+            bindings = self.names.bindings(func)
+            if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.wrappers:
+                return self._wrapper_call(bindings[0].node, node, env)
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        helper = self.helpers.of_call(node)
+        if helper is not None:
+            kind = self.expr(arg, env)
+            if helper.action == "index" and kind == DREP or helper.action != "index" and all(
+                    leaf == HOST for leaf in _hleaves(kind)):
+                self._edit(node, helper.action, arg, helper)
+                return {"index": HOST, "replicate": DREP, "shard": DSHARD}[helper.action]
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
             kind = self.expr(arg, env)
@@ -383,7 +519,7 @@ class DriverAnalyzer:
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
                 return DREP if qualified in REPLICATE else DSHARD
         if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
-                and self._is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
+                and self.shapes.is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
             self._host(node.args[0], env)
             self._edit(node, "key", node.args[0])
             return DKEYS
@@ -396,7 +532,7 @@ class DriverAnalyzer:
                 return DREP
         if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords \
                 and isinstance(node.args[0], ast.Lambda):
-            action = self._tree_map_action(node.args[0])
+            action = self.shapes.tree_map_action(node.args[0])
             kind = self.expr(node.args[1], env)
             host = all(leaf == HOST for leaf in _hleaves(kind))
             if action == "index" and kind == DREP or action in ("replicate", "shard") and host:
@@ -404,10 +540,10 @@ class DriverAnalyzer:
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
-            if base == HOST and self._is_shard_reshape(func.value, node.args):
+            if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
                 self._edit(node, "shard", func.value)
                 return DSHARD
-            if base == DSHARD and self._is_unshard_reshape(func.value, node.args):
+            if base == DSHARD and self.shapes.is_unshard_reshape(func.value, node.args):
                 self._edit(node, "unshard", func.value)
                 return HOST
         return self._generic(node, env)
@@ -459,116 +595,25 @@ class DriverAnalyzer:
                 name = self._qualified(call.func)
                 if name in _HINTS:
                     return f"; `{self._short(call)}` (line {call.lineno}) {_HINTS[name]}"
+                if name == DEVICE_PUT_REPLICATED and len(call.args) == 2:
+                    return (f"; `{self._short(call)}` (line {call.lineno}) replicates onto "
+                            f"`{self._short(call.args[1])}`, not shown to be every local device, which the mesh holds")
         return ""
 
     # -- patterns --------------------------------------------------------------------------
 
-    def _edit(self, node: ast.AST, action: str, inner: ast.expr) -> None:
-        self.edits[id(node)] = DriverEdit(node, action, inner)
-
-    def _tree_map_action(self, fn: ast.Lambda) -> str | None:
-        if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
-            return None
-        x = fn.args.args[0].arg
-        body = fn.body
-        if isinstance(body, ast.Subscript) and _is_name(body.value, x) and _is_zero(body.slice):
-            return "index"
-        if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
-                and _is_name(body.func.value, x) and self._is_shard_reshape(body.func.value, body.args):
-            return "shard"
-        broadcast = ("jax.numpy.broadcast_to", "numpy.broadcast_to")
-        if isinstance(body, ast.Call) and self._qualified(body.func) in broadcast and len(body.args) == 2 \
-                and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
-            return "replicate"
-        return None
-
-    def _is_shard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
-        """``(n, -1) + x.shape[1:]`` / ``(n, -1, *x.shape[1:])`` / ``n, -1, *x.shape[1:]``, n the local
-        device count."""
-        if len(args) == 1:
-            shape = args[0]
-        elif len(args) >= 2:
-            shape = ast.Tuple(elts=list(args), ctx=ast.Load())
-        else:
-            return False
-        return self._is_leading_count(shape, base, -1)
-
-    def _is_leading_count(self, shape: ast.expr, base, second: int) -> bool:
-        """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
-        ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
-        name = base if isinstance(base, str) else None
-        if (split := _head_and_tail(shape)) is None:
-            return False
-        head, tail = split
-        expected = 1 if second == 0 else 2
-        if len(head) != expected or not self._is_device_count(head[0]):
-            return False
-        if second != 0 and not (_int(head[1]) == -1):
-            return False
-        if second == 0:
-            return _is_shape_of(tail, name, None)
-        return _is_shape_of(tail, name or self.module.segment(base), 1, self.module)
-
-    def _is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
-        """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
-        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
-        if (split := _head_and_tail(shape)) is None:
-            return False
-        head, tail = split
-        return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
-
-    def _is_device_count(self, node: ast.expr) -> bool:
-        if isinstance(node, ast.Call):
-            return self._qualified(node.func) == LOCAL_DEVICE_COUNT and not node.args and not node.keywords
-        if isinstance(node, ast.Name):
-            bindings = self.names.bindings(node)
-            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._is_device_count(
-                bindings[0].value)
-        return False
+    def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None) -> None:
+        known = self.edits.get(id(node))
+        if known is not None and known.action != action:  # a wrapper read at two calls, two ways
+            raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
+                          "function and not at another")
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper)
+        for made in self._reads:
+            made.add((id(node), action))
 
 
 def _binding_node(binding) -> ast.AST | None:
     return getattr(binding, "value", None) or getattr(binding, "node", None)
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _is_zero(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
-
-
-def _head_and_tail(shape: ast.expr) -> tuple[list[ast.expr], ast.expr] | None:
-    """A shape written ``(a, b) + rest`` or ``(a, b, *rest)``: ([a, b], rest); None otherwise."""
-    if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
-        return list(shape.left.elts), shape.right
-    if isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
-        return list(shape.elts[:-1]), shape.elts[-1].value
-    return None
-
-
-def _int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        return -node.operand.value if type(node.operand.value) is int else None
-    return None
-
-
-def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool:
-    """``<base>.shape[start:]`` (or ``<base>.shape`` when start is None)."""
-    if start is not None:
-        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
-                and _int(node.slice.lower) == start and node.slice.upper is None and node.slice.step is None):
-            return False
-        node = node.value
-    if not (isinstance(node, ast.Attribute) and node.attr == "shape"):
-        return False
-    value = node.value
-    if isinstance(value, ast.Name) and base is not None and value.id == base:
-        return True
-    return module is not None and base is not None and module.segment(value) == base
 
 
 def _to_kind(kind) -> Kind:

@@ -73,10 +73,14 @@ class StepAnalyzer:
 
     MAX_DEPTH = 6
 
-    def __init__(self, module, axis: str | None) -> None:
+    def __init__(self, module, axis: str | None, host_scopes: frozenset[int] = frozenset()) -> None:
         self.module = module  # a core.module.ParsedModule
         self.names = module.names
         self.axis = axis
+        # Functions whose locals a step defined in them may close over: the driving code, whose
+        # analysis blocks any value with pmap's device axis read from a nested function, so each
+        # of their locals is a host value, the same on every device (ids of the defs).
+        self.host_scopes = host_scopes
         self.result = StepAnalysis()
         self._depth = 0
         self._memo: dict[tuple, Kind] = {}
@@ -87,9 +91,10 @@ class StepAnalyzer:
     def analyse(self, func: ast.FunctionDef, params: list[Kind], bound: tuple[str, ...] = ()) -> StepAnalysis:
         args = func.args
         if args.vararg or args.kwarg or args.posonlyargs or any(a.arg not in bound for a in args.kwonlyargs):
-            raise Blocked(func.lineno, f"`{func.name}` takes *args, **kwargs or keyword-only arguments")
+            raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` takes *args, **kwargs or keyword-only "
+                          "arguments")
         if len(params) + len([a for a in args.args if a.arg in bound]) != len(args.args):
-            raise Blocked(func.lineno, f"`{func.name}` is called with {len(params)} arguments, not "
+            raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` is called with {len(params)} arguments, not "
                           f"{len(args.args)}")
         self.result.output = self._call_def(func, [*params, *(R for a in args.args if a.arg in bound)], None,
                                             keywords={name: R for name in bound})
@@ -257,12 +262,22 @@ class StepAnalyzer:
                 bindings[0].node, ast.FunctionDef):
             return Fn(bindings[0].node, None)
         # Module-level constants, imported names, builtins: the same on every device. A local of
-        # an enclosing function (a closure) may hold anything, pmap's device axis included.
+        # an enclosing function (a closure) may hold anything, pmap's device axis included, unless
+        # that function is driving code the analysis read (``host_scopes``).
         for binding in bindings:
             if isinstance(binding, ValueBinding) and not self._module_level_value(binding) or \
                     isinstance(binding, OpaqueBinding) and not self._module_level(binding.node):
-                return U(f"`{node.id}` is bound outside what the analysis follows", node.lineno)
+                bound = binding.value if isinstance(binding, ValueBinding) else binding.node
+                if id(self._function_of(bound)) not in self.host_scopes:
+                    return U(f"`{node.id}` is bound outside what the analysis follows", node.lineno)
         return R
+
+    def _function_of(self, node: ast.AST) -> ast.AST | None:
+        """The def or lambda whose scope a binding at ``node`` is in."""
+        parent = self.module.parent_of(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            parent = self.module.parent_of(parent)
+        return parent
 
     def _module_level(self, node: ast.AST) -> bool:
         """Bound at module level: no function or lambda between ``node`` and the module."""

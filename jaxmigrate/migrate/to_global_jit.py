@@ -56,9 +56,10 @@ from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._global_calls import DriverAnalyzer, Step
 from jaxmigrate.migrate._global_kinds import BOT, R, S, Blocked, describe, leaves
 from jaxmigrate.migrate._global_step import CollectiveEdit, StepAnalyzer
+from jaxmigrate.migrate._global_options import def_of, every_device, partial_of, read_options
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable, apply
-from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
+from jaxmigrate.names import ImportBinding, ValueBinding
 
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
 
@@ -134,6 +135,7 @@ class _Builder:
         self.steps: dict[str, Step] = {}
         self.donate: dict[str, str | None] = {}
         self.app_of: dict[str, Application] = {}
+        self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
         self.notes: set[str] = set()
 
     # -- the pmap applications ---------------------------------------------------------------
@@ -154,14 +156,18 @@ class _Builder:
             changed = False
             for step in self.steps.values():
                 if any(p == BOT for p in step.params):
-                    missing = step.params.index(BOT) + 1
-                    raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out by "
-                                  "code this fix follows")
-                analysis = StepAnalyzer(self.module, self.axis).analyse(step.func, step.params, step.bound)
+                    continue  # fed another step's outputs, not known yet on this round
+                analysis = StepAnalyzer(self.module, self.axis, drivers.scopes).analyse(
+                    step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
                     step.outputs, changed = analysis.output, True
             if not changed:
+                for step in self.steps.values():
+                    if any(p == BOT for p in step.params):
+                        missing = step.params.index(BOT) + 1
+                        raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out "
+                                      "by code this fix follows")
                 break
         else:
             raise Blocked(1, "the kinds of the step's values do not settle")
@@ -177,11 +183,52 @@ class _Builder:
         mesh = self._mesh_name()
         for edit in drivers.edits.values():
             self._driver(edit, mesh)
-        self._insert_mesh(mesh, [e.node for e in drivers.edits.values()], drivers.scope_of)
-        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()])
+        # Only placements read the mesh: a function that just reads values back needs none.
+        self._insert_mesh(mesh, [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")],
+                          drivers.scope_of)
+        removed = self._drop_unused_helpers(drivers.edits.values())
+        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
         return self.plan
 
-    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]]) -> None:
+    def _drop_unused_helpers(self, edits) -> list[tuple[int, int]]:
+        """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
+        (its spans are returned); one used elsewhere stays. A public module-level def of a module
+        that is not a script stays too: other modules may import it."""
+        rewritten = {id(e.node.func) for e in edits if e.helper is not None}
+        helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None}
+        exported = {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
+                    for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+        removed = []
+        for helper in helpers.values():
+            statement = helper.statement
+            module_level = self.module.parent_of(statement) is self.module.tree
+            if module_level and (helper.name in exported or not (helper.name.startswith("_") or self._is_script())):
+                continue
+            uses = [node for _, node in self.module.names_at.get(helper.name, ()) if isinstance(node.ctx, ast.Load)
+                    and any(getattr(b, "node", None) is helper.fn or getattr(b, "value", None) is helper.fn
+                            for b in self.module.names.bindings(node))]
+            if not uses or any(id(use) not in rewritten for use in uses) or not self._own_lines(statement):
+                continue
+            self._delete_lines(statement, blank_after=module_level)
+            for node in ast.walk(helper.fn):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    self._drop_import(node)
+            removed.append(self.module.span(statement))
+        return removed
+
+    def _is_script(self) -> bool:
+        """The module runs as a program: it has an ``if __name__ == "__main__":`` block."""
+        return any(self._is_main_guard(node) for node in self.module.tree.body)
+
+    def _is_main_guard(self, node: ast.stmt) -> bool:
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.Eq) and len(node.test.comparators) == 1):
+            return False
+        sides = (node.test.left, node.test.comparators[0])
+        return any(_same_name(a, "__name__") and isinstance(b, ast.Constant) and b.value == "__main__"
+                   for a, b in (sides, sides[::-1]))
+
+    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]]) -> None:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
         fix replaced, goes with them (a module-level one stays: other modules may import it)."""
         loads: dict[int, list[ast.Name]] = {}
@@ -197,44 +244,48 @@ class _Builder:
                 continue
             if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
                 continue
+            if any(start <= self.module.span(node)[0] < end for start, end in removed):
+                continue  # goes with the helper it is in
             uses = loads.get(id(node.value), [])
             if uses and all(any(start <= self.module.span(u)[0] < end for start, end in replaced) for u in uses):
                 self._delete_lines(node)
 
     def _step(self, app: Application) -> None:
-        if app.reason is not None:
-            raise Blocked(app.line, app.reason)
         func, bound = app.mapped, {}
+        options, fun = read_options(self.module, app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
                 raise Blocked(app.line, "the pmapped function is not a `def`")
             if len(func.decorator_list) != 1:
                 raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
             name, binding = func.name, func
-            call = app.node if isinstance(app.node, ast.Call) else None
-            options = list(call.keywords) if call is not None else []
         else:
             call = app.node
             assign = self.module.parent_of(call)
-            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
-                    and isinstance(assign.targets[0], ast.Name)):
-                where = "called at once" if isinstance(assign, ast.Call) and assign.func is call else (
-                    "passed to another call" if isinstance(assign, ast.Call) else
+            at_once = isinstance(assign, ast.Call) and assign.func is call  # jax.pmap(f, "i")(x)
+            if not at_once and not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                                    and isinstance(assign.targets[0], ast.Name)):
+                where = "passed to another call" if isinstance(assign, ast.Call) else (
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
-            if len(call.args) != 1 or isinstance(call.func, ast.Call):
-                raise Blocked(app.line, "pmap's options are passed positionally or through a `partial(...)`")
+            func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
+                else None
             if func is None:
-                func, bound = self._partial_of(call.args[0], app.line)
-            if not isinstance(func, ast.FunctionDef):
-                raise Blocked(app.line, "the pmapped function is not a `def` of this module")
-            name, binding, options = assign.targets[0].id, call, list(call.keywords)
+                func, bound = partial_of(self.module, fun, app.line)
+            if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
+                raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
+            # A step called at once has no name of its own: it is known by where pmap is applied.
+            name = f"jax.pmap(...) at line {app.line}" if at_once else assign.targets[0].id
+            binding = call
+        self.fun[name] = fun
         values = {}
-        for kw in options:
-            if kw.arg not in _OPTIONS:
-                raise Blocked(app.line, f"pmap's `{kw.arg}=` has no global-view counterpart here")
-            values[kw.arg] = kw.value
+        for option, value in options.items():
+            if option == "devices" and every_device(self.module, value, app.line):
+                continue  # the mesh's devices: nothing to say to jit
+            if option not in _OPTIONS:
+                raise Blocked(app.line, f"pmap's `{option}=` has no global-view counterpart here")
+            values[option] = value
         analyzer = StepAnalyzer(self.module, None)
         axis = None
         if "axis_name" in values:
@@ -267,20 +318,9 @@ class _Builder:
                 raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound))
+        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun)
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
-
-    def _partial_of(self, node: ast.expr, line: int):
-        """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
-        if not (isinstance(node, ast.Call) and self.module.names.qualified_name(node.func) == "functools.partial"
-                and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
-                and all(kw.arg for kw in node.keywords)):
-            raise Blocked(line, "the pmapped function is not a `def` or a `partial(def, name=...)` of this module")
-        defs = [b.node for b in self.module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
-        if len(defs) != 1 or len(self.module.names.bindings(node.args[0])) != 1:
-            raise Blocked(line, "the pmapped function is not a `def` of this module")
-        return defs[0], {kw.arg: kw.value for kw in node.keywords}
 
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
@@ -292,12 +332,18 @@ class _Builder:
                         raise Blocked(node.lineno, f"`{step}` is exported in `__all__`: its callers elsewhere pass "
                                       "values with pmap's device axis")
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.steps:
+                step = self.steps[node.id]
+                if node is self.fun.get(node.id):
+                    continue  # `f = jax.pmap(f, ...)`: the def pmap maps
+                if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
+                           for b in self.module.names.bindings(node)):
+                    continue
                 parent = self.module.parent_of(node)
                 if not (isinstance(parent, ast.Call) and parent.func is node):
-                    step = self.steps[node.id]
-                    if any(getattr(b, "node", getattr(b, "value", None)) is step.binding
-                           for b in self.module.names.bindings(node)):
-                        raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                    raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
+                        and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
+                    raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
 
     def _check_outputs(self, step: Step) -> None:
         returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
@@ -330,16 +376,24 @@ class _Builder:
                     partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
                     self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
             else:
-                args = [self.module.segment(app.node.args[0])]
+                args = [self.module.segment(self.fun[name])]
                 if donate is not None:
                     args.append(f"donate_argnums={donate}")
-                if app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
+                if isinstance(step.func, ast.Lambda):
+                    # The lambda's collectives are edits of their own: only what surrounds it changes.
+                    start, end = self.module.span(app.node)
+                    fun_start, fun_end = self.module.span(self.fun[name])
+                    self.plan.edits.append(Edit(start, fun_start, f"{jax}.jit("))
+                    self.plan.edits.append(Edit(fun_end, end, "".join(f", {a}" for a in args[1:]) + ")"))
+                elif app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
                     indent = self.module.src.line(app.node.lineno)
                     indent = indent[: len(indent) - len(indent.lstrip())]
                     inner = "".join(f"{indent}    {a},\n" for a in args)
                     self._replace(app.node, f"{jax}.jit(\n{inner}{indent})")
                 else:
                     self._replace(app.node, f"{jax}.jit({', '.join(args)})")
+                if isinstance(app.node.func, ast.Call):  # partial(jax.pmap, ...)(f): the partial goes
+                    self._drop_import(app.node.func.func)
             self._drop_import(app.ref)
 
     def _collective(self, edit: CollectiveEdit) -> None:
@@ -379,10 +433,16 @@ class _Builder:
         return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
             and not self.module.has_comment(statement)
 
-    def _delete_lines(self, statement: ast.stmt) -> None:
+    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False) -> None:
+        """Delete ``statement``'s lines (with ``blank_after``, the blank lines after it too, so a
+        removed module-level def leaves the file's spacing between its neighbours)."""
         starts = self.module.src.line_starts
         start = starts[statement.lineno - 1]
-        end = starts[statement.end_lineno] if statement.end_lineno < len(starts) else len(self.module.text)
+        last = statement.end_lineno
+        if blank_after:
+            while last < len(starts) and not self.module.src.line(last + 1).strip():
+                last += 1
+        end = starts[last] if last < len(starts) else len(self.module.text)
         self.plan.edits.append(Edit(start, end, ""))
 
     def _drop_import(self, ref: ast.expr) -> None:
@@ -407,24 +467,27 @@ class _Builder:
         raise Blocked(1, "no free module-level name for the mesh (`mesh` is taken)")
 
     def _driver(self, edit, mesh: str) -> None:
-        inner = self.module.segment(edit.inner)
+        # What the replaced expression alone imported (numpy for a tree map of np.broadcast_to)
+        # goes with it; an import still used elsewhere stays.
+        for node in ast.walk(edit.node):
+            if isinstance(node, ast.Name) and node is not edit.inner:
+                self._drop_import(node)
         jax = self.namer.jax()
         if edit.action in ("replicate", "shard"):
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
             if edit.action == "replicate":
-                self._replace(edit.node, f"{jax}.device_put({inner}, {named}({mesh}, {spec}()))")
+                self._around(edit, f"{jax}.device_put(", f", {named}({mesh}, {spec}()))")
             else:
-                self._replace(edit.node, f"{jax}.make_array_from_process_local_data("
-                                         f"{named}({mesh}, {spec}({json.dumps(self.axis)})), {inner})")
+                self._around(edit, f"{jax}.make_array_from_process_local_data("
+                                   f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
             self._drop_import(edit.node.func)
         elif edit.action == "key":  # one key per device -> the one key they were split from
             self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
-            self._replace(edit.node, self._atom(edit.inner, edit.node))
+            self._around_atom(edit)
             self._drop_import(edit.node.func)
         elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
-            self._replace(edit.node, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), "
-                                     f"*{jax}.device_get({inner}))")
+            self._around(edit, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), *{jax}.device_get(", "))")
             self._drop_import(edit.node.func)
         else:  # index / unshard: the device axis is gone, the value itself is what was read
             statement = self.module.parent_of(edit.node)
@@ -432,9 +495,24 @@ class _Builder:
                     and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
                 self._delete_lines(statement)  # `x = x[0]` / `probs = probs.reshape(...)`: nothing left to do
                 return
-            self._replace(edit.node, self._atom(edit.inner, edit.node))
+            self._around_atom(edit)
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
+
+    def _around(self, edit, before: str, after: str) -> None:
+        """Replace what surrounds ``edit.inner`` in ``edit.node``, not the inner text itself: a call
+        site edit inside it (``unreplicate(step(params, shard(batch)))``) then stays its own edit."""
+        start, end = self.module.span(edit.node)
+        inner_start, inner_end = self.module.span(edit.inner)
+        for a, b, text in ((start, inner_start, before), (inner_end, end, after)):
+            if a != b or text:
+                self.plan.edits.append(Edit(a, b, text))
+
+    def _around_atom(self, edit) -> None:
+        """``edit.node`` becomes its inner expression alone, parenthesised where the context needs it."""
+        text = self.module.segment(edit.inner)
+        wrapped = self._atom(edit.inner, edit.node) != text
+        self._around(edit, "(" if wrapped else "", ")" if wrapped else "")
 
     def _insert_mesh(self, mesh: str, nodes: list[ast.AST], scope_of) -> None:
         """The mesh is built where the driving code runs, never at import of a module that did not
@@ -448,6 +526,9 @@ class _Builder:
         for node in nodes:
             scope = scope_of(node)
             statement = self._statement_in(node, scope)
+            if isinstance(scope, ast.Module) and self._is_main_guard(statement):
+                scope = statement  # a script's `__main__` block: the mesh goes in it, not at import
+                statement = self._statement_in(node, scope)
             known = firsts.get(id(scope))
             if known is None or statement.lineno < known[1].lineno:
                 firsts[id(scope)] = (scope, statement)

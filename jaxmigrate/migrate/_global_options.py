@@ -1,0 +1,104 @@
+"""How a pmap is applied, read for the global view: its options, the function it maps.
+
+Read here rather than taken from the exact path's reading (``_pmap_sites``), whose refusals (a
+``devices=`` the exact rewrite cannot place, a ``fun=`` keyword) need not bar the global view.
+Each failure is a ``Blocked`` with the line.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.migrate._global_kinds import Blocked
+from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
+from jaxmigrate.names import OpaqueBinding, ValueBinding
+
+
+def read_options(module, app: Application) -> tuple[dict[str, ast.expr], ast.expr | None]:
+    """pmap's options by name, and (call form) the function it maps, however they are passed:
+    by keyword, ``axis_name`` second positionally, ``fun=``, through ``partial(jax.pmap, ...)``."""
+    if app.kind == "value" or app.node is None:
+        raise Blocked(app.line, app.reason or "jax.pmap used as a value; only calls and decorators are followed")
+    targets = module.names.resolve(app.ref)
+    if len(targets) != 1 or targets[0].name != PMAP or targets[0].partials:
+        raise Blocked(app.line, app.reason or f"`{module.segment(app.ref)}` may not be jax.pmap")
+    if app.nested_with:
+        raise Blocked(app.line, f"nested pmap (with the pmap at line {app.nested_with[0].line})")
+    if module.has_comment(app.node):
+        raise Blocked(app.line, "comments inside the pmap call would be lost; migrate by hand")
+    node = app.node
+    if app.kind == "decorator":  # @jax.pmap or @partial(jax.pmap, ...)
+        partial = node if isinstance(node, ast.Call) else None
+    else:  # jax.pmap(f, ...) or partial(jax.pmap, ...)(f)
+        partial = node.func if isinstance(node.func, ast.Call) else None
+    keywords, positional = [], []
+    if partial is not None:
+        if len(partial.args) != 1 or partial.args[0] is not app.ref:
+            raise Blocked(app.line, "`partial(jax.pmap, ...)` binds positional arguments")
+        keywords += partial.keywords
+    if app.kind == "call":
+        keywords += node.keywords
+        positional = list(node.args)
+    options: dict[str, ast.expr] = {}
+    for kw in keywords:
+        if kw.arg is None:
+            raise Blocked(app.line, "pmap called with `**kwargs`; its options cannot be read")
+        if kw.arg in options:
+            raise Blocked(app.line, f"pmap's `{kw.arg}=` is given twice")
+        options[kw.arg] = kw.value
+    if any(isinstance(a, ast.Starred) for a in positional):
+        raise Blocked(app.line, "pmap called with `*args`; its options cannot be read")
+    if len(positional) > 2:
+        raise Blocked(app.line, "pmap called with more than two positional arguments")
+    fun = options.pop("fun", None)
+    for option, value in zip(("fun", "axis_name"), positional):
+        if option == "fun" and fun is None:
+            fun = value
+        elif option == "axis_name" and option not in options:
+            options[option] = value
+        else:
+            raise Blocked(app.line, f"pmap's `{option}` is given twice")
+    if app.kind == "call" and fun is None:
+        raise Blocked(app.line, "pmap called without the function to map")
+    return options, fun
+
+
+def every_device(module, value: ast.expr, line: int) -> bool:
+    """``devices=jax.devices()``, or ``jax.local_devices()`` in a module run as one process:
+    every device pmap maps over anyway, as the mesh does. (With several processes pmap wants
+    the same list in each; each process's own devices would map over those alone.)"""
+    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+        return False
+    qualified = module.names.qualified_name(value.func)
+    if qualified == "jax.devices":
+        return True
+    if qualified != "jax.local_devices":
+        return False
+    multi = planner_of(module).multi_process
+    if multi:
+        raise Blocked(line, f"`devices=jax.local_devices()` in a module run as several processes ({multi}): "
+                      "pmap maps over this process's devices alone, the global view over all")
+    return True
+
+
+def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
+    """The def ``name`` (pmap's function) is: its one binding, or, for ``f = jax.pmap(f, ...)``
+    (the step rebinding its own def's name, as brax's trainers write it), the def bound above."""
+    bindings = module.names.bindings(name)
+    defs = [b.node for b in bindings if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.FunctionDef)]
+    rebinding = [b for b in bindings if isinstance(b, ValueBinding) and b.value is call]
+    if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) and defs[0].lineno < call.lineno:
+        return defs[0]
+    return None
+
+
+def partial_of(module, node: ast.expr, line: int):
+    """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
+    if not (isinstance(node, ast.Call) and module.names.qualified_name(node.func) == "functools.partial"
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
+            and all(kw.arg for kw in node.keywords)):
+        raise Blocked(line, "the pmapped function is not a `def` or a `partial(def, name=...)` of this module")
+    defs = [b.node for b in module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
+    if len(defs) != 1 or len(module.names.bindings(node.args[0])) != 1:
+        raise Blocked(line, "the pmapped function is not a `def` of this module")
+    return defs[0], {kw.arg: kw.value for kw in node.keywords}

@@ -1,0 +1,144 @@
+"""Which expressions add or remove pmap's leading device axis, read from their shapes.
+
+``(n, -1) + x.shape[1:]`` splits a host batch into one slice per device, ``(n,) + x.shape`` copies
+a value onto every device, ``x[0]`` reads device 0's copy, with n the local device count (a call of
+``jax.local_device_count()`` or a name bound once to one). Shared by the driving code's analysis
+(``_global_calls``) and the summaries of the program's own helpers (``_global_helpers``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.names import ValueBinding
+
+_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
+# Functions that make one array of a list of equal arrays along a new leading axis.
+_STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
+LOCAL_DEVICE_COUNT = "jax.local_device_count"
+
+
+class DeviceAxisShapes:
+    """The shape patterns of one module (names resolved with its resolver)."""
+
+    def __init__(self, module) -> None:
+        self.module = module
+        self.names = module.names
+
+    def tree_map_action(self, fn: ast.Lambda) -> str | None:
+        if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
+            return None
+        return self.leaf_action(fn.body, fn.args.args[0].arg)
+
+    def leaf_action(self, body: ast.expr, x: str) -> str | None:
+        """What ``body`` does to the array ``x`` about pmap's device axis: ``index`` (``x[0]``),
+        ``shard`` (a device-count reshape), ``replicate`` (``x`` copied onto a leading axis of the
+        local device count), or None."""
+        if isinstance(body, ast.Subscript) and _is_name(body.value, x) and is_zero(body.slice):
+            return "index"
+        if not isinstance(body, ast.Call) or body.keywords:
+            return None
+        if isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
+                and _is_name(body.func.value, x) and self.is_shard_reshape(body.func.value, body.args):
+            return "shard"
+        qualified = self.names.qualified_name(body.func)
+        if qualified in _BROADCASTS and len(body.args) == 2 \
+                and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
+            return "replicate"
+        if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
+            return "replicate"
+        return None
+
+    def _is_copies(self, node: ast.expr, x: str) -> bool:
+        """``[x] * n`` / ``n * [x]`` with n the local device count."""
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            return False
+        for items, count in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(items, ast.List) and len(items.elts) == 1 and _is_name(items.elts[0], x) \
+                    and self.is_device_count(count):
+                return True
+        return False
+
+    def is_shard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
+        """``(n, -1) + x.shape[1:]`` / ``(n, -1, *x.shape[1:])`` / ``n, -1, *x.shape[1:]``, n the local
+        device count."""
+        if len(args) == 1:
+            shape = args[0]
+        elif len(args) >= 2:
+            shape = ast.Tuple(elts=list(args), ctx=ast.Load())
+        else:
+            return False
+        return self._is_leading_count(shape, base, -1)
+
+    def _is_leading_count(self, shape: ast.expr, base, second: int) -> bool:
+        """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
+        ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
+        name = base if isinstance(base, str) else None
+        if (split := _head_and_tail(shape)) is None:
+            return False
+        head, tail = split
+        expected = 1 if second == 0 else 2
+        if len(head) != expected or not self.is_device_count(head[0]):
+            return False
+        if second != 0 and not (_int(head[1]) == -1):
+            return False
+        if second == 0:
+            return _is_shape_of(tail, name, None)
+        return _is_shape_of(tail, name or self.module.segment(base), 1, self.module)
+
+    def is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
+        """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
+        shape = args[0] if len(args) == 1 else ast.Tuple(elts=list(args), ctx=ast.Load())
+        if (split := _head_and_tail(shape)) is None:
+            return False
+        head, tail = split
+        return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
+
+    def is_device_count(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Call):
+            return self.names.qualified_name(node.func) == LOCAL_DEVICE_COUNT and not node.args and not node.keywords
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.is_device_count(
+                bindings[0].value)
+        return False
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def is_zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
+def _head_and_tail(shape: ast.expr) -> tuple[list[ast.expr], ast.expr] | None:
+    """A shape written ``(a, b) + rest`` or ``(a, b, *rest)``: ([a, b], rest); None otherwise."""
+    if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
+        return list(shape.left.elts), shape.right
+    if isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
+        return list(shape.elts[:-1]), shape.elts[-1].value
+    return None
+
+
+def _int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if type(node.operand.value) is int else None
+    return None
+
+
+def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool:
+    """``<base>.shape[start:]`` (or ``<base>.shape`` when start is None)."""
+    if start is not None:
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
+                and _int(node.slice.lower) == start and node.slice.upper is None and node.slice.step is None):
+            return False
+        node = node.value
+    if not (isinstance(node, ast.Attribute) and node.attr == "shape"):
+        return False
+    value = node.value
+    if isinstance(value, ast.Name) and base is not None and value.id == base:
+        return True
+    return module is not None and base is not None and module.segment(value) == base
