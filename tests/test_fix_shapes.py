@@ -12,6 +12,7 @@ from jaxmigrate.lint import registry
 from jaxmigrate.lint.checker import fix_text, lint_text
 from jaxmigrate.lint.findings import Fix, Safety
 from jaxmigrate.lint.rule import Rule
+from pmap_driver import driven
 
 RULES = registry.all_rules()
 TARGET = (0, 10)
@@ -53,7 +54,7 @@ def test_an_import_in_a_try_body_is_replaced_by_pass():
 
 
 def test_a_legacy_import_after_a_semicolon_goes_with_it():
-    result = fixed("import os; from jax import pmap\nf = pmap(lambda x: x)\n")
+    result = fixed(driven("step = pmap(lambda v: v, 'i')\nreturn step(x)\n", head="import jax\nimport os; from jax import pmap\n"))
     assert result.text.startswith("import jax\nimport os\n")
     assert "pmap" not in result.text
 
@@ -95,17 +96,19 @@ def test_a_codemod_that_breaks_one_site_still_rewrites_the_others():
 
 
 def test_nested_pmap_is_declined_with_a_reason_not_advertised():
-    text = "import jax\ndef f(x):\n    return x\ng = jax.pmap(jax.pmap(f))\n"
-    findings = lint_text(text, "t.py", RULES, TARGET)
-    assert [(f.code, f.fix) for f in findings] == [("JM101", None), ("JM101", None)]
-    assert all("overlaps that of the site at line 4" in f.message for f in findings)
-    assert fixed(text).text == text
+    # In a driver, where a single pmap would be rewritten: the outer one wrapped the inner.
+    text = driven("g = jax.pmap(jax.pmap(f))\nreturn g(x)\n", head="import jax\n\n\ndef f(v):\n    return v\n")
+    findings = [f for f in lint_text(text, "t.py", RULES, TARGET) if f.code == "JM101"]
+    assert [f.fix for f in findings] == [None, None]
+    assert all("nested pmap" in f.message for f in findings)
+    assert fixed(text, unsafe=True).text == text
 
 
 def test_a_pmap_in_an_f_string_is_declined_and_the_others_are_rewritten():
-    result = fixed('from jax import pmap\nprint(f"{pmap(abs)}")\nh = pmap(lambda x: x * 2)\n')
-    assert 'print(f"{pmap(abs)}")' in result.text and "h = jax.jit(" in result.text
-    (left,) = result.findings
+    result = fixed(driven('print(f"{pmap(abs)(x)}")\nh = pmap(lambda v: v * 2)\nreturn h(x)\n',
+                          head="import jax\nfrom jax import pmap\n"))
+    assert 'print(f"{pmap(abs)(x)}")' in result.text and "h = jax.jit(" in result.text
+    (left,) = [f for f in result.findings if f.code == "JM101"]
     assert left.fix is None and "inside an f-string" in left.message
 
 
@@ -115,11 +118,11 @@ def test_a_pmap_in_an_f_string_is_declined_and_the_others_are_rewritten():
 @pytest.mark.parametrize(
     ("text", "code"),
     [
-        pytest.param("import jax\n\n\n@jax.pmap\ndef step(x):\n    return x + 1\n\n\n"
-                     "y = jax.tree.map(lambda x: x[0], step(1))\n", "JM505", id="JM505 after its pmap's rewrite"),
-        pytest.param("import jax\n\n\n@jax.pmap\ndef step(key):\n    return jax.random.normal(key)\n\n\n"
-                     "keys = jax.random.split(jax.random.PRNGKey(0), num=jax.local_device_count())\n"
-                     "out = step(keys)\n", "JM503", id="JM503 after its pmap's rewrite"),
+        pytest.param(driven("step = jax.pmap(lambda v: v + 1)\nreturn jax.tree.map(lambda v: v[0], step(x))\n"),
+                     "JM505", id="JM505 after its pmap's rewrite"),
+        pytest.param(driven("step = jax.pmap(jax.random.normal)\n"
+                            "keys = jax.random.split(jax.random.PRNGKey(0), jax.local_device_count())\n"
+                            "return step(keys)\n"), "JM503", id="JM503 after its pmap's rewrite"),
     ],
 )
 def test_a_finding_about_pmaps_device_axis_stays_after_the_exact_rewrite(text, code):
@@ -142,9 +145,10 @@ def test_an_axis_the_fixer_invents_does_not_bind_an_unrelated_collective():
 
 def test_an_unnamed_pmap_rewritten_keeps_an_unbound_axis_unbound():
     # `psum(x, "devices")` under a bare pmap raises (unbound axis); the rewrite must not make it run.
-    text = 'import jax\nfrom jax import lax\n\n\n@jax.pmap\ndef step(x):\n    return lax.psum(x, "devices")\n'
+    text = driven('step = jax.pmap(lambda v: lax.psum(v, "devices"))\nreturn step(x)\n',
+                  head="import jax\nfrom jax import lax\n")
     result = fixed(text)
-    assert 'P("devices_1")' in result.text and 'lax.psum(x, "devices")' in result.text
+    assert 'P("devices_1")' in result.text and 'lax.psum(v, "devices")' in result.text
 
 
 def test_a_try_import_made_unused_by_one_fix_is_fixed_in_one_run():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jaxmigrate.core.edits import Edit, splice
-from jaxmigrate.migrate._layout import fit_edits, indent_unit, line_limit
+from jaxmigrate.core.source import continuation_unit, indent_unit
+from jaxmigrate.migrate._layout import fit_edits, line_limit
 
 
 def _rewrite(original: str, old: str, new: str) -> str:
@@ -58,6 +59,14 @@ def test_the_files_indentation_unit_is_used():
     out = _rewrite(original, "k(a)", "k(" + ", ".join(f"argument_{i}" for i in range(10)) + ")")
     assert out.splitlines()[1:3] == ["  return k(", "    argument_0,"]
     assert indent_unit(original) == "  "
+
+
+def test_the_files_own_continuation_step_is_used():
+    # Google style: a 2-space file whose bracket continuations step 4.
+    original = "def f():\n  y = g(\n      a)\n  return k(a)\n"
+    out = _rewrite(original, "k(a)", "k(" + ", ".join(f"argument_{i}" for i in range(10)) + ")")
+    assert out.splitlines()[3:5] == ["  return k(", "      argument_0,"]
+    assert (indent_unit(original), continuation_unit(original)) == ("  ", "    ")
 
 
 def test_a_line_the_edit_did_not_lengthen_is_left_alone():

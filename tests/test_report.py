@@ -55,7 +55,8 @@ def test_every_pmap_step_has_its_route_and_the_line_that_blocks_it(legacy):
     assert blocker["code"] == f'return step(jax.device_put_replicated(load("{XSS_CODE}"), jax.devices()),'
     assert blocker["reason"].startswith("argument 1 of `step` (`jax.device_put_replicated(load(\"<img src=x")
     assert steps["data/kept.py"]["route"] == "kept"
-    assert [(b["scope"], b["line"]) for b in steps["data/kept.py"]["blockers"]] == [("rewrite", 3)]
+    # Both routes are blocked, each for its own reason (`f` is no def of the module's).
+    assert [(b["scope"], b["line"]) for b in steps["data/kept.py"]["blockers"]] == [("rewrite", 3), ("global view", 3)]
     assert "`devices=`" in steps["data/kept.py"]["blockers"][0]["reason"]
 
 
@@ -68,7 +69,8 @@ def test_reasons_are_grouped_with_counts(legacy):
     reasons = [(r["count"], r["scope"], r["reason"]) for r in report_data(".")["reasons"]]
     assert reasons[0][:2] == (2, "no fix") and reasons[0][2].startswith("JM504 device-count-reshape has no automatic fix")
     assert sorted((count, scope, reason[:30]) for count, scope, reason in reasons[1:]) == [
-        (1, "global view", "argument 1 of `step` (`jax.dev"), (1, "rewrite", "`devices=` picks a device subs")]
+        (1, "global view", "argument 1 of `step` (`jax.dev"), (1, "global view", "the pmapped function is not a "),
+        (1, "rewrite", "`devices=` picks a device subs")]
 
 
 def test_blockers_are_the_findings_own_data_not_parsed_from_the_message(legacy):
@@ -79,8 +81,9 @@ def test_blockers_are_the_findings_own_data_not_parsed_from_the_message(legacy):
     result = engine.run_paths([Path("data/kept.py")], settings, engine.Job(engine.Mode.CHECK, True, (0, 10)),
                               use_cache=False)
     [finding] = result.findings
-    assert finding.blockers == (Blocker("rewrite", "`devices=` picks a device subset the module-level mesh"
-                                        " of all devices would not reproduce", 3),)
+    assert finding.blockers == (
+        Blocker("rewrite", "`devices=` picks a device subset the rewrite's mesh of every device would not reproduce", 3),
+        Blocker("global view", "the pmapped function is not a `def` or a `partial(def, name=...)` of this module", 3))
     assert "not rewritten: " + finding.blockers[0].reason in finding.message
 
 
@@ -168,7 +171,7 @@ def test_in_a_notebook_the_blocking_line_is_named_by_its_cell(project):
     data = report_data(".")
     [step] = data["pmap_steps"]
     assert (step["cell"], step["line"], step["route"]) == (2, 2, "kept")
-    assert [(b["cell"], b["line"], b["code"]) for b in step["blockers"]] == [(2, 2, "step = jax.pmap(f, devices=d)")]
+    assert [(b["cell"], b["line"], b["code"]) for b in step["blockers"]] == [(2, 2, "step = jax.pmap(f, devices=d)")] * 2
     assert [(f["code"], f["cell"], f["line"], f["state"]) for f in data["findings"]] == [
         ("JM601", 2, 1, "suppressed"), ("JM101", 2, 2, "left")]
 

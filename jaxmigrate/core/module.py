@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Iterator
 
 from jaxmigrate.core.ast_fields import MANY, ONE, child_fields, children_in
-from jaxmigrate.core.source import CELL_BOUNDARY, SourceText, indent_unit
+from jaxmigrate.core.source import CELL_BOUNDARY, SourceText, continuation_unit, indent_unit
 from jaxmigrate.names import ImportBinding, NameResolver
 
 
@@ -218,6 +218,11 @@ class ParsedModule:
     def indent(self) -> str:
         """The file's indentation unit (``core.source.indent_unit``)."""
         return indent_unit(self.text)
+
+    @cached_property
+    def continuation(self) -> str:
+        """The file's step for lines inside brackets (``core.source.continuation_unit``)."""
+        return continuation_unit(self.text)
 
     def free(self, name: str) -> bool:
         return name not in self.identifiers and not self.names.star_imports

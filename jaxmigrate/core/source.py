@@ -60,6 +60,23 @@ class SourceText:
         return match.group() if match else "\n"
 
 
+def continuation_unit(text: str) -> str:
+    """How much deeper than a line ending in an open bracket the file writes the next line: the
+    most common such step (Google style writes 4 in a 2-space file), else its indentation unit."""
+    steps: dict[str, int] = {}
+    opener = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        if opener is not None and len(indent) > len(opener) and indent.startswith(opener):
+            step = indent[len(opener):]
+            steps[step] = steps.get(step, 0) + 1
+        opener = indent if stripped.split("  #", 1)[0].rstrip().endswith(("(", "[", "{")) else None
+    return max(steps, key=steps.get) if steps else indent_unit(text)
+
+
 def indent_unit(text: str) -> str:
     """The file's indentation step, four spaces when it has none: how much deeper than a line
     ending in ``:`` the next line of code starts. Read off the lines, not the tokens: tokenizing a

@@ -297,7 +297,7 @@ class _Placements:
             call = self.module.parent_of(call)
         first = self.module.src.line(call.lineno)
         outer = first[:len(first) - len(first.lstrip())]
-        inner = outer + self.module.indent
+        inner = outer + self.module.continuation
         return f"{jax}.device_put(\n{inner}{tree},\n{inner}{sharding},\n{outer})"
 
     def sharding(self, devices: str) -> str:

@@ -1,7 +1,7 @@
 """Rewritten lines kept within the file's line length, the way a formatter would break them.
 
 A line a plan's edits made longer than the file's width is broken at its outermost bracket that
-opens and closes on it: one element per line, indented one step (the file's own indentation unit)
+opens and closes on it: one element per line, indented one step (the file's own continuation step)
 past the line, a trailing comma, the closing bracket back at the line's indentation - black's
 "magic trailing comma" layout, which every formatter reads as intended. An element still too long
 is broken the same way. Lines the edits did not lengthen are never touched, nor are brackets with
@@ -27,7 +27,7 @@ from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import index
-from jaxmigrate.core.source import SourceText, indent_unit
+from jaxmigrate.core.source import SourceText, continuation_unit
 
 _WIDTHS = (79, 80, 88, 100, 120)
 _NO_EVIDENCE = 72  # a file of shorter lines could be written to any of the widths
@@ -80,7 +80,7 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
         last = _line_of(new_starts, start + len(edit.content))
         for line in range(first, last + 1):
             lengthened.add((line, len(old.line(old_line))))
-    unit = functools.cache(lambda: indent_unit(original))  # most passes break no line
+    unit = functools.cache(lambda: continuation_unit(original))  # most passes break no line
     # Bottom up: fitting a line changes only the lines from it down, so the spliced text's line
     # table and (one) parse still hold for every line above. Reading them afresh for each line
     # made a file with many rewritten long lines quadratic.

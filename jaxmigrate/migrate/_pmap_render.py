@@ -256,7 +256,7 @@ class Rewriter:
 
     def _mesh_name(self, axis: str) -> str:
         if self.module.names.star_imports:
-            raise Unprovable("a `from ... import *` hides which names are free for the module-level mesh")
+            raise Unprovable("a `from ... import *` hides which names are free for the mesh")
         taken = {mesh.name for mesh in self.meshes.values()}
         stem = re.sub(r"\W", "_", axis).strip("_") or "pmap"
         for name in ("mesh", f"{stem}_mesh", *(f"{stem}_mesh_{i}" for i in range(2, 100))):

@@ -27,8 +27,8 @@ READABLE_AXIS = "devices"  # what an unnamed pmap's axis is called otherwise
 
 _OPTIONS = ("axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums")
 _REFUSED = {
-    "devices": "`devices=` picks a device subset the module-level mesh of all devices would not reproduce",
-    "backend": "`backend=` selects a platform the module-level mesh does not model",
+    "devices": "`devices=` picks a device subset the rewrite's mesh of every device would not reproduce",
+    "backend": "`backend=` selects a platform the rewrite's mesh does not model",
     "axis_size": "`axis_size=` (without `devices=`) is not translated; remove it or migrate by hand",
 }
 _MULTI_PROCESS_WORDS = frozenset({"process_index", "process_count", "distributed", "initialize",
@@ -344,7 +344,7 @@ class Planner:
                 if qualname is not None:
                     return Axis(f"<{qualname}>", None, node)
         return self._no(app, "`axis_name=` is not a string, or a constant bound once at module level; "
-                             "the mesh axis cannot be named at module level")
+                             "the mesh axis cannot be named where the step is built")
 
     @cached_property
     def _inner_names(self) -> set[str]:
@@ -491,9 +491,12 @@ class Planner:
             elif app.kind == "call":
                 holders[id(app.node)] = app
         for app in apps:
-            if app.mapped is None:
-                continue
-            for node in walk(app.mapped):
+            # What pmap maps: the def or lambda, and the expression passed (`jax.pmap(jax.pmap(f))`).
+            mapped = [app.mapped] if app.mapped is not None else []
+            if app.kind == "call" and isinstance(app.node, ast.Call) and app.node.args \
+                    and app.node.args[0] is not app.mapped:
+                mapped.append(app.node.args[0])
+            for node in (n for root in mapped for n in walk(root)):
                 inner = refs.get(id(node))
                 if inner is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     for binding in self.resolver.bindings(node.func):

@@ -24,15 +24,17 @@ collectives inside (``psum``, ``pmean``, ``all_gather``, ``ppermute``, ``axis_in
 mesh axis, which has the pmap's axis name. ``_pmap_render`` has the details (specs, static
 arguments, why ``check_vma=False``), ``_pmap_sites`` what is left alone and why.
 
-Why it is an unsafe fix
------------------------
+Why it is an unsafe fix, and where it is offered
+------------------------------------------------
 JAX 0.10's own pmap (``jax/_src/pmap.py``) sizes its mesh per call: ``jax.devices()[:n]``, n the
-size of the mapped axis. The module-level mesh spans every device, so the two agree only when n
-is the device count (with fewer, the new code raises where the old ran on a subset). With several
-processes, pmap also converts host-local arguments (one slice per *local* device) to global arrays
-and its results back; ``jax.jit`` takes global arrays, so every call site would have to build
-them. And ``jax.device_count()`` at module level starts the backend when the module is imported.
-The test suite runs every form old against new on 8 CPU devices (``tests/test_runtime_pmap.py``).
+size of the mapped axis; the rewrite's mesh spans every device, so the two agree only when n is
+the device count. With several processes, pmap also converts host-local arguments (one slice per
+*local* device) to global arrays and its results back; ``jax.jit`` takes global arrays. A mesh
+built at import starts the backend when the module is imported, and a new ``jax.jit`` object
+compiles again where pmap's cache did not. So the rewrite is offered only where none of that can
+happen (``_pmap_setting``): the step built once in the program's driver, the mesh beside it,
+every call mapping values shown to have the device count, one process. The test suite runs every
+form old against new on 8 CPU devices (``tests/test_runtime_pmap.py``).
 """
 
 from __future__ import annotations

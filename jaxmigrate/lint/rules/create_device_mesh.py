@@ -49,6 +49,7 @@ class CreateDeviceMesh(SiteFixes, LegacyNameRule):
     site_fix_message = "rewrite `Mesh(create_device_mesh(shape), names)` as `jax.make_mesh` with Auto axes"
 
     VALID = [
+        Valid("from jax.experimental import mesh_utils\nname = 'mesh_utils.create_device_mesh'\n"),  # the name in a string: past the pre-filter, no use
         Valid("import jax\nmesh = jax.make_mesh((4, 2), ('x', 'y'))\n"),
         Valid("def create_device_mesh(shape):\n    return shape\n\ncreate_device_mesh((2,))\n"),
         Valid("from jax.experimental import mesh_utils\nd = mesh_utils.create_hybrid_device_mesh(a, b)\n"),

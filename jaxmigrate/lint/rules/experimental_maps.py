@@ -52,6 +52,7 @@ class ExperimentalMaps(SiteFixes, LegacyNameRule):
     site_fix_message = "use `jax.sharding.Mesh`, the same class"
 
     VALID = [
+        Valid("import jax\nname = 'jax.experimental.maps.xmap'\n"),  # the name in a string: past the pre-filter, no use
         Valid("from jax.sharding import Mesh\nm = Mesh(devs, ('x',))\n"),
         Valid("import jax.experimental.mesh_utils\n"),
         Valid("maps = {}\nmaps.xmap = 1\ny = maps.get('xmap')\n"),

@@ -46,6 +46,7 @@ class ExperimentalPartitionSpec(SiteFixes, LegacyNameRule):
     site_fix_message = "use `jax.sharding.PartitionSpec`, the same class"
 
     VALID = [
+        Valid("import jax\nname = 'jax.experimental.PartitionSpec'\n"),  # the name in a string: past the pre-filter, no use
         Valid("from jax.sharding import PartitionSpec as P\n"),
         Valid("import jax\ns = jax.sharding.PartitionSpec('x')\n"),
         Valid("class PartitionSpec:\n    pass\n\nPartitionSpec()\n"),

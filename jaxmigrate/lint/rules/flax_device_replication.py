@@ -64,6 +64,9 @@ class FlaxDeviceReplication(SiteFixes, LegacyNameRule):
         Valid("def replicate(x):\n    return x\n\ny = replicate(1)\n"),
         Valid("import numpy as np\ny = np.replicate(x)\n"),
         Valid("from flax import jax_utils\nbatch = jax_utils.prefetch_to_device(it, 2)\n"),
+        Valid(  # the name in a string: the pre-filter lets it through, the rule finds no use
+            "from flax import jax_utils\nname = 'jax_utils.replicate'\nbatch = jax_utils.prefetch_to_device(it, 2)\n"
+        ),
         Valid(  # a local helper of the same name, in a module that uses flax's jax_utils
             "from flax import jax_utils\n\ndef replicate(x):\n    return x\n\ny = replicate(jax_utils)\n"
         ),

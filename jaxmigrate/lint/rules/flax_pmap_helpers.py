@@ -61,6 +61,7 @@ class FlaxPmapHelpers(LegacyNameRule):
     jax_versions = "superseded together with jax.pmap; prefetch_to_device fails on JAX 0.10 with flax < 0.12.7"
 
     VALID = [
+        Valid("from flax.training import common_utils\nname = 'common_utils.get_metrics'\n"),  # the name in a string: past the pre-filter, no use
         Valid("import jax\nbatch = jax.make_array_from_process_local_data(sharding, host_batch)\n"),
         Valid(  # a project's own helper of the same name
             """

@@ -116,153 +116,65 @@ class LegacyPmap(LegacyNameRule):
     ]
     INVALID = [
         Invalid(
-            "import jax\nstep = jax.pmap(f, axis_name='i')\n",
-            expected="""
-            import jax
-            from jax.sharding import PartitionSpec as P
-            mesh = jax.make_mesh(
-                (jax.device_count(),),
-                ('i',),
-                axis_types=(jax.sharding.AxisType.Auto,),
-            )
-            step = jax.jit(
-                jax.shard_map(
-                    jax.vmap(f),
-                    mesh=mesh,
-                    in_specs=P('i'),
-                    out_specs=P('i'),
-                    check_vma=False,
-                ),
-            )
-            """,
+            "import jax\nstep = jax.pmap(f, axis_name='i')\n"
         ),
         Invalid(
-            "import jax as J\nstep = J.pmap(f)\n",
-            expected="""
-            import jax as J
-            from jax.sharding import PartitionSpec as P
-            mesh = J.make_mesh(
-                (J.device_count(),),
-                ("devices",),
-                axis_types=(J.sharding.AxisType.Auto,),
-            )
-            step = J.jit(
-                J.shard_map(
-                    J.vmap(f),
-                    mesh=mesh,
-                    in_specs=P("devices"),
-                    out_specs=P("devices"),
-                    check_vma=False,
-                ),
-            )
-            """,
+            "import jax as J\nstep = J.pmap(f)\n"
         ),
         Invalid(
-            "from jax import pmap as pm\nstep = pm(f)\nagain = pm(g)\n",
-            expected="""
-            import jax
-            from jax.sharding import PartitionSpec as P
-            mesh = jax.make_mesh(
-                (jax.device_count(),),
-                ("devices",),
-                axis_types=(jax.sharding.AxisType.Auto,),
-            )
-            step = jax.jit(
-                jax.shard_map(
-                    jax.vmap(f),
-                    mesh=mesh,
-                    in_specs=P("devices"),
-                    out_specs=P("devices"),
-                    check_vma=False,
-                ),
-            )
-            again = jax.jit(
-                jax.shard_map(
-                    jax.vmap(g),
-                    mesh=mesh,
-                    in_specs=P("devices"),
-                    out_specs=P("devices"),
-                    check_vma=False,
-                ),
-            )
-            """,
+            "from jax import pmap as pm\nstep = pm(f)\nagain = pm(g)\n"
         ),
         Invalid("from jax import *\nstep = pmap(f)\n"),
         Invalid(
-            "import jax\n\n@jax.pmap\ndef step(x):\n    return x\n",
-            expected="""
-            from functools import partial
+            "import jax\n\n@jax.pmap\ndef step(x):\n    return x\n"
+        ),
+        Invalid(
+            "import functools, jax\n\n@functools.partial(jax.pmap, axis_name='i')\ndef step(x):\n    return x\n"
+        ),
+        Invalid(
+            "import jax\npm = jax.pmap\nstep = pm(f)\n"
+        ),
+        # Built once in the program's driver and called with one slice per device: the exact rewrite.
+        Invalid(
+            """
+            import jax
 
+
+            def main():
+                x = jax.numpy.ones(jax.device_count() * 2).reshape((jax.device_count(), 2))
+                step = jax.pmap(lambda v: jax.lax.psum(v, 'i'), axis_name='i')
+                return step(x)
+
+
+            if __name__ == "__main__":
+                main()
+            """,
+            expected="""
             import jax
             from jax.sharding import PartitionSpec as P
 
-            mesh = jax.make_mesh(
-                (jax.device_count(),),
-                ("devices",),
-                axis_types=(jax.sharding.AxisType.Auto,),
-            )
+
+            def main():
+                x = jax.numpy.ones(jax.device_count() * 2).reshape((jax.device_count(), 2))
+                mesh = jax.make_mesh(
+                    (jax.device_count(),),
+                    ('i',),
+                    axis_types=(jax.sharding.AxisType.Auto,),
+                )
+                step = jax.jit(
+                    jax.shard_map(
+                        jax.vmap(lambda v: jax.lax.psum(v, 'i')),
+                        mesh=mesh,
+                        in_specs=P('i'),
+                        out_specs=P('i'),
+                        check_vma=False,
+                    ),
+                )
+                return step(x)
 
 
-            @jax.jit
-            @partial(
-                jax.shard_map,
-                mesh=mesh,
-                in_specs=P("devices"),
-                out_specs=P("devices"),
-                check_vma=False,
-            )
-            @jax.vmap
-            def step(x):
-                return x
-            """,
-        ),
-        Invalid(
-            "import functools, jax\n\n@functools.partial(jax.pmap, axis_name='i')\ndef step(x):\n    return x\n",
-            expected="""
-            import functools, jax
-
-            from jax.sharding import PartitionSpec as P
-
-            mesh = jax.make_mesh(
-                (jax.device_count(),),
-                ('i',),
-                axis_types=(jax.sharding.AxisType.Auto,),
-            )
-
-
-            @jax.jit
-            @functools.partial(
-                jax.shard_map,
-                mesh=mesh,
-                in_specs=P('i'),
-                out_specs=P('i'),
-                check_vma=False,
-            )
-            @jax.vmap
-            def step(x):
-                return x
-            """,
-        ),
-        Invalid(
-            "import jax\npm = jax.pmap\nstep = pm(f)\n",
-            expected="""
-            import jax
-            from jax.sharding import PartitionSpec as P
-            pm = jax.pmap
-            mesh = jax.make_mesh(
-                (jax.device_count(),),
-                ("devices",),
-                axis_types=(jax.sharding.AxisType.Auto,),
-            )
-            step = jax.jit(
-                jax.shard_map(
-                    jax.vmap(f),
-                    mesh=mesh,
-                    in_specs=P("devices"),
-                    out_specs=P("devices"),
-                    check_vma=False,
-                ),
-            )
+            if __name__ == "__main__":
+                main()
             """,
         ),
         # `jax` may be the module or a local object: reported, with the ambiguity in the message.

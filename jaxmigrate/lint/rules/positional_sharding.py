@@ -53,6 +53,7 @@ class PositionalSharding(SiteFixes, LegacyNameRule):
     site_fix_message = "rewrite as `NamedSharding` over a `Mesh` of the same devices in the same order"
 
     VALID = [
+        Valid("import jax\nname = 'jax.sharding.PositionalSharding'\n"),  # the name in a string: past the pre-filter, no use
         Valid("from jax.sharding import NamedSharding\ns = NamedSharding(mesh, spec)\n"),
         Valid("class PositionalSharding:\n    pass\n\ns = PositionalSharding()\n"),
         Valid("from mylib.sharding import PositionalSharding\n"),

@@ -58,6 +58,7 @@ class RemovedShardingApis(SiteFixes, LegacyNameRule):
     site_fix_message = "use the same class or function under its current name"
 
     VALID = [
+        Valid("import jax\nname = 'jax.sharding.MeshPspecSharding'\n"),  # the name in a string: past the pre-filter, no use
         Valid("from jax.sharding import NamedSharding, Sharding\n"),
         Valid("from jax.experimental import array_serialization\n"),
         Valid("import jax\ny = jax.lax.with_sharding_constraint(x, s)\n"),
