@@ -292,3 +292,21 @@ def test_sharded_copies_of_one_value_are_a_replication(shards):
     assert "np.broadcast_to(x, (len(devices), *np.shape(x))), v)" in out and "np.stack" not in out
     other = rewrite_legacy_device_put("import jax\ny = jax.device_put_sharded(len(a) * [v], b)\n")
     assert "np.stack" in other, "copies counted by another list are shards"
+
+
+def test_a_replication_fed_to_a_kept_pmap_lands_on_the_pmaps_own_mesh():
+    # JAX 0.10's pmap lays its inputs out over Mesh(devices, (axis,)): placed there, the parameters
+    # are not placed again and the step compiles once (over a ("devices",) mesh: three times).
+    text = (
+        "from functools import partial\n\nimport jax\n\n\n"
+        "@partial(jax.pmap, axis_name='batch')\ndef step(p, x):\n    return p + jax.lax.pmean(x, 'batch')\n\n\n"
+        "def main(params, batches):\n"
+        "    params = jax.device_put_replicated(params, jax.local_devices())\n"
+        "    for x in batches:\n        params = step(params, x)\n"
+        "    return jax.tree.map(lambda v: v[0], params)\n"
+    )
+    fixed = fix_text(text, "t.py", all_rules(), (0, 10), unsafe=True).text
+    assert 'NamedSharding(Mesh(jax.local_devices(), ("batch",)), P("batch"))' in fixed, fixed
+    # A value no pmap of the module consumes keeps the mesh of its own.
+    other = text.replace("params = step(params, x)", "params = params")
+    assert '("devices",)' in fix_text(other, "t.py", all_rules(), (0, 10), unsafe=True).text

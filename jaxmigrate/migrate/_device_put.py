@@ -223,7 +223,8 @@ class _Placements:
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
         step_mesh = self.step_mesh(tree) if which and devices is None or which and not (
             devices.args or devices.keywords) else None
-        sharding = self.sharding(text) if step_mesh is None else self.on_mesh(*step_mesh)
+        kept_axis = self.kept_pmap_axis(tree) if step_mesh is None and which else None
+        sharding = self.on_mesh(*step_mesh) if step_mesh is not None else self.sharding(text, kept_axis)
         text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", sharding)
         reasons = [] if keys or _strong(module, tree) else [WEAK_TYPES]
         if not local and self.multi_process:
@@ -300,11 +301,52 @@ class _Placements:
         inner = outer + self.module.continuation
         return f"{jax}.device_put(\n{inner}{tree},\n{inner}{sharding},\n{outer})"
 
-    def sharding(self, devices: str) -> str:
+    def sharding(self, devices: str, axis: str | None = None) -> str:
         named, mesh = self.namer.sharding("NamedSharding"), self.namer.sharding("Mesh")
         spec = self.namer.sharding("PartitionSpec", "P")
-        axis = invented_axis(self.module)
+        axis = axis or invented_axis(self.module)
         return f'{named}({mesh}({devices}, ("{axis}",)), {spec}("{axis}"))'
+
+    def kept_pmap_axis(self, node: ast.expr) -> str | None:
+        """The axis name of the pmap the replicated value is passed to, when every call in its scope
+        passes it to pmaps of one literal axis: JAX 0.10's pmap lays its inputs out over
+        ``Mesh(devices, (axis,))``, so a value placed on that mesh (in one process, where the local
+        devices are pmap's devices) is not placed again, and the step compiles once, as before."""
+        from jaxmigrate.migrate._pmap_sites import INTERNAL_AXIS, planner_of
+
+        module = self.module
+        if self.multi_process:
+            return None
+        call = module.parent_of(node)
+        statement = module.parent_of(call)
+        if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            return None
+        name = statement.targets[0].id
+        steps = {}
+        for app in planner_of(module).applications():
+            if app.options is None:
+                continue
+            axis = app.options.axis.value if app.options.axis.expr is not None else INTERNAL_AXIS
+            key = app.mapped if app.kind == "decorator" else app.node
+            steps[id(key)] = (axis, app.options)
+        axes = set()
+        for _, use in module.names_at.get(name, ()):
+            if not isinstance(use.ctx, ast.Load) or not any(
+                    getattr(b, "value", None) is call for b in module.names.bindings(use)):
+                continue
+            parent = module.parent_of(use)
+            if not (isinstance(parent, ast.Call) and use in parent.args and isinstance(parent.func, ast.Name)):
+                continue  # read otherwise: the values are the same on any layout
+            found = [steps.get(id(getattr(b, "node", None) or getattr(b, "value", None)))
+                     for b in module.names.bindings(parent.func)]
+            found = [f for f in found if f is not None]
+            if not found:
+                continue
+            if len(found) != 1 or found[0][0] is None or found[0][1].in_axes is not None:
+                return None
+            axes.add(found[0][0])
+        return axes.pop() if len(axes) == 1 else None
 
     def step_mesh(self, node: ast.expr) -> tuple[str, str] | None:
         """The mesh a pmapped step of this function is built over, when the value is replicated onto
