@@ -54,6 +54,7 @@ from functools import cached_property
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.migrate._meshes import MAKE_MESH
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, invented_axis, remove_imports_of, resolves, selected
 from jaxmigrate.names import ImportBinding, ValueBinding
@@ -77,7 +78,6 @@ _JNP_STRONG = frozenset({"zeros", "ones", "empty", "eye", "identity", "arange", 
 # The device count a device list's length is, for the two lists it has a function for.
 _COUNTS = {"jax.devices": "device_count", "jax.local_devices": "local_device_count"}
 
-_MAKE_MESH = frozenset({"jax.make_mesh", "jax.sharding.make_mesh"})
 WEAK_TYPES = (
     "weakly typed leaves (Python scalars such as a TrainState's `step=0`, `jnp.asarray(0.1)`) become "
     "strongly typed, which changes later dtype promotion (weak f32 * bf16 is bf16, f32 * bf16 is f32), "
@@ -374,7 +374,7 @@ class _Placements:
             value = assigns[0].value
             if len(assigns) != 1 or module.span(assigns[0])[1] > start or module.parent_of(assigns[0]) is not function:
                 continue
-            if not isinstance(value, ast.Call) or module.names.qualified_name(value.func) not in _MAKE_MESH:
+            if not isinstance(value, ast.Call) or module.names.qualified_name(value.func) not in MAKE_MESH:
                 continue
             shape, axes = (value.args + [None, None])[:2]
             if isinstance(shape, ast.Tuple) and len(shape.elts) == 1 and isinstance(shape.elts[0], ast.Call) \

@@ -26,9 +26,8 @@ import ast
 from dataclasses import dataclass, field
 
 from jaxmigrate.migrate._global_helpers import Helper, HelperSummaries
-from jaxmigrate.migrate._global_kinds import BOT, KEY, R, S, Blocked, Kind, Record, Seq, join
+from jaxmigrate.migrate._global_kinds import BOT, KEY, TREE_MAPS, R, S, Blocked, Kind, Record, Seq, join
 from jaxmigrate.migrate._global_shapes import DeviceAxisShapes, is_zero
-from jaxmigrate.migrate._global_shapes import _head_and_tail  # noqa: F401  (_pmap_setting imports it from here)
 from jaxmigrate.names import OpaqueBinding
 
 
@@ -58,7 +57,6 @@ _HINTS = {
     "flax.jax_utils.pad_shard_unpad": "wraps the step in pmap's convention; call the jitted step on the "
     "padded global batch instead",
 }
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 
 
 @dataclass

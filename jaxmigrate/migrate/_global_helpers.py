@@ -24,9 +24,9 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jaxmigrate.migrate._global_kinds import TREE_MAPS
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 
 
 @dataclass(frozen=True, eq=False)

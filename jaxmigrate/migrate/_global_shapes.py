@@ -12,7 +12,7 @@ import ast
 
 from jaxmigrate.names import ValueBinding
 
-_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
+BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 # Functions that make one array of a list of equal arrays along a new leading axis.
 _STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
@@ -42,7 +42,7 @@ class DeviceAxisShapes:
                 and _is_name(body.func.value, x) and self.is_shard_reshape(body.func.value, body.args):
             return "shard"
         qualified = self.names.qualified_name(body.func)
-        if qualified in _BROADCASTS and len(body.args) == 2 \
+        if qualified in BROADCASTS and len(body.args) == 2 \
                 and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
             return "replicate"
         if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):

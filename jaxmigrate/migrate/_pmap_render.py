@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable
+from jaxmigrate.migrate._pmap_setting import users_jit
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class Rewriter:
                                     multiline and layout)
         else:
             vmap = _call(f"{jax}.vmap", [module.segment(options.fun), *vmap_kw])
-            if not jit_kw and self._in_jit(app.node):  # `jax.jit(jax.pmap(f))`: the user's jit is the jit
+            if not jit_kw and users_jit(module, app.node) is not None:  # `jax.jit(jax.pmap(f))`: the user's jit is the jit
                 text = _call(f"{jax}.shard_map", [vmap, *shard_kw], multiline and layout)
             else:
                 inner = _call(f"{jax}.shard_map", [vmap, *shard_kw], multiline and layout.deeper())
@@ -106,12 +107,6 @@ class Rewriter:
         self.plan.edits.append(Edit(*module.span(app.node), text))
         self.plan.add_imports |= scratch.add_imports
         self.plan.remove_imports |= scratch.remove_imports
-
-    def _in_jit(self, node: ast.expr) -> bool:
-        """``node`` is the function ``jax.jit(...)`` compiles (its only positional argument)."""
-        parent = self.module.parent_of(node)
-        return isinstance(parent, ast.Call) and parent.args == [node] and not parent.keywords \
-            and self.module.names.qualified_name(parent.func) == "jax.jit"
 
     def _decorators(self, app, jax, partial, vmap_kw, shard_kw, jit_kw, layout) -> str:
         indent, newline = self._indent_of(app.node.lineno), self.module.src.newline

@@ -27,7 +27,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from jaxmigrate.migrate._global_calls import TREE_MAPS, _head_and_tail
+from jaxmigrate.migrate._global_kinds import TREE_MAPS
+from jaxmigrate.migrate._global_shapes import BROADCASTS, _head_and_tail
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
 _APP_RUN = frozenset({"absl.app.run"})
-_BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 
 
 def setting_reason(planner: Planner, app: Application, apps: list[Application]) -> str | None:
@@ -66,6 +66,15 @@ def setting_reason(planner: Planner, app: Application, apps: list[Application]) 
                 "`if __name__ == \"__main__\":` or `app.run` shows it): each call would compile the step again, "
                 "where pmap's cache compiled it once")
     return _DeviceAxis(planner, driver, apps).reason(app)
+
+
+def users_jit(module, node: ast.expr) -> ast.Call | None:
+    """The ``jax.jit(node)`` (no other argument) that compiles ``node``, or None."""
+    parent = module.parent_of(node)
+    if isinstance(parent, ast.Call) and parent.args == [node] and not parent.keywords \
+            and module.names.qualified_name(parent.func) == "jax.jit":
+        return parent
+    return None
 
 
 def _enclosing_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -148,10 +157,9 @@ class _DeviceAxis:
     def _calls(self, app: Application) -> list[ast.Call] | str:
         """The calls of the step ``app`` makes, all in the driver; a reason when it escapes."""
         step = app.node
+        if app.kind == "call" and (jit := users_jit(self.module, step)) is not None:
+            step = jit  # `jax.jit(jax.pmap(f))`: the jit is the step
         parent = self.module.parent_of(step)
-        if app.kind == "call" and isinstance(parent, ast.Call) and parent.args == [step] and not parent.keywords \
-                and self.names.qualified_name(parent.func) == "jax.jit":
-            step, parent = parent, self.module.parent_of(parent)  # `jax.jit(jax.pmap(f))`: the jit is the step
         if app.kind == "call" and isinstance(parent, ast.Call) and parent.func is step:
             return [parent]
         if app.kind == "call" and isinstance(parent, ast.Assign) and len(parent.targets) == 1 \
@@ -198,7 +206,7 @@ class _DeviceAxis:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and node.args:
             shape = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=list(node.args), ctx=ast.Load())
             return self._leading_device_count(shape)
-        if qualified in _BROADCASTS and len(node.args) == 2 and not node.keywords:
+        if qualified in BROADCASTS and len(node.args) == 2 and not node.keywords:
             return self._leading_device_count(node.args[1])  # jnp.broadcast_to(p, (n, *p.shape))
         # jax.tree.map(lambda p: jnp.broadcast_to(p, (n, *p.shape)), params): every leaf made so.
         if qualified in TREE_MAPS and len(node.args) >= 2 and not node.keywords \

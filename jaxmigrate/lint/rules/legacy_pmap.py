@@ -10,7 +10,7 @@ from jaxmigrate.lint.findings import Blocker
 from jaxmigrate.lint.rule import Fix, Invalid, Safety, Valid
 
 if TYPE_CHECKING:
-    from jaxmigrate.migrate.pmap_to_shard_map import Application, Planner
+    from jaxmigrate.migrate.pmap_to_shard_map import Application
 
 CODEMOD = "jaxmigrate.migrate.pmap_to_shard_map:fix_mentions"
 GLOBAL_CODEMOD = "jaxmigrate.migrate.to_global_jit:fix"
@@ -184,7 +184,6 @@ class LegacyPmap(LegacyNameRule):
     def __init__(self) -> None:
         super().__init__()
         self._by_mention: dict[int, list[Application]] | None = None
-        self._planner: Planner | None = None
 
     def fix_for(self, symbol: Symbol, node: ast.AST, ctx: FileContext) -> Fix | None:
         exact = None
@@ -222,7 +221,7 @@ class LegacyPmap(LegacyNameRule):
         if self._by_mention is None:
             from jaxmigrate.migrate.pmap_to_shard_map import planner_of  # see _global_view
 
-            planner = self._planner = planner_of(ctx.module)
+            planner = planner_of(ctx.module)
             self._by_mention = {}
             for app in planner.applications():
                 for origin in planner.resolver.mentions(app.ref):
