@@ -60,6 +60,7 @@ _NOTHING: frozenset[int] = frozenset()
 class ImportBinding:
     qualname: str
     node: ast.alias
+    statement: ast.stmt | None = None  # the import statement, for the order of several imports
 
 
 @dataclass(frozen=True)
@@ -170,9 +171,9 @@ class NameResolver:
         return found
 
     def bindings(self, name: ast.Name) -> list[Binding]:
-        """The bindings a Name may read (all of them, from the scope Python would look in)."""
+        """The bindings a Name may read, from the scope Python would look in."""
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
-        return list(scope.bindings.get(name.id, [])) if scope else []
+        return _reaching(name, scope, scope.bindings[name.id]) if scope else []
 
     def imports(self) -> Iterator[tuple[ImportBinding, Scope]]:
         """Every import binding in the module, in every scope."""
@@ -216,7 +217,7 @@ class NameResolver:
             # Unbound here: a builtin, or a name a star import brought in.
             return [self._target(f"{module}.{name.id}") for module in self.star_imports]
         found: list[Target] = []
-        for binding in scope.bindings[name.id]:
+        for binding in _reaching(name, scope, scope.bindings[name.id]):
             if isinstance(binding, ImportBinding):
                 found.append(self._target(binding.qualname))
             elif isinstance(binding, ValueBinding) and id(binding.value) not in seen:
@@ -243,6 +244,27 @@ class NameResolver:
             while scope is not None and scope.is_class and scope is not start:
                 scope = scope.parent
         return None
+
+
+def _reaching(use: ast.Name, scope: Scope, bindings: list[Binding]) -> list[Binding]:
+    """The one exception to flow-insensitivity: a name imported several times by statements of the
+    scope's own body (none under an ``if`` or ``try``), read after all of them, can only read the
+    last. ``from jax.experimental.maps import Mesh`` followed by ``from jax.sharding import Mesh``
+    makes ``Mesh`` below them jax.sharding's; a use in a function defined below runs after both too.
+    Anything else (a def or assignment among the bindings, an import under a condition) keeps
+    every candidate."""
+    if len(bindings) < 2 or not all(isinstance(b, ImportBinding) and b.statement for b in bindings):
+        return bindings
+    body = getattr(scope.node, "body", None)
+    if not isinstance(body, list):
+        return bindings
+    direct = {id(stmt) for stmt in body}
+    if not all(id(b.statement) in direct for b in bindings):
+        return bindings
+    last = bindings[-1].statement
+    if (use.lineno, use.col_offset) < (last.end_lineno, last.end_col_offset):
+        return bindings
+    return bindings[-1:]
 
 
 class _ScopeBuilder:
@@ -294,10 +316,10 @@ class _ScopeBuilder:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
-                    scope.bind(alias.asname, ImportBinding(alias.name, alias))
+                    scope.bind(alias.asname, ImportBinding(alias.name, alias, node))
                 else:
                     top = alias.name.partition(".")[0]
-                    scope.bind(top, ImportBinding(top, alias))
+                    scope.bind(top, ImportBinding(top, alias, node))
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             for alias in node.names:
@@ -306,7 +328,7 @@ class _ScopeBuilder:
                         self.resolver.star_imports.append(module)
                     continue
                 qualname = f"{module}.{alias.name}" if node.module else module + alias.name
-                scope.bind(alias.asname or alias.name, ImportBinding(qualname, alias))
+                scope.bind(alias.asname or alias.name, ImportBinding(qualname, alias, node))
         elif isinstance(node, ast.Assign):
             self._expr(node.value, scope)
             for target in node.targets:

@@ -175,3 +175,26 @@ def test_mentions_are_where_the_name_is_spelled_out(source, expected):
         for node in resolver.mentions(expr)
     ]
     assert shown == expected
+
+
+@pytest.mark.parametrize("source, expected", [
+    # Read below both imports (at module level or in a function defined below): only the last.
+    ("from jax.experimental.maps import Mesh\nfrom jax.sharding import Mesh\nMesh", {"jax.sharding.Mesh"}),
+    ("from jax.experimental.maps import Mesh\nfrom jax.sharding import Mesh\ndef f():\n    return Mesh",
+     {"jax.sharding.Mesh"}),
+    # A function defined between them may run before the second import: both.
+    ("from jax.experimental.maps import Mesh\ndef f():\n    return Mesh\nfrom jax.sharding import Mesh",
+     {"jax.experimental.maps.Mesh", "jax.sharding.Mesh"}),
+    # Read between them at module level: still both (flow-insensitive outside this one case).
+    ("from jax.experimental.maps import Mesh\nMesh\nfrom jax.sharding import Mesh",
+     {"jax.experimental.maps.Mesh", "jax.sharding.Mesh"}),
+    # An import under a condition, or a def among the bindings: every candidate.
+    ("from jax.sharding import Mesh\nif x:\n    from jax.experimental.maps import Mesh\nMesh",
+     {"jax.experimental.maps.Mesh", "jax.sharding.Mesh"}),
+    ("from jax.sharding import Mesh\ndef Mesh(): pass\nfrom jax.sharding import Mesh\nMesh",
+     {"jax.sharding.Mesh", LOCAL}),
+])
+def test_straight_line_imports_read_by_the_last(source, expected):
+    tree = ast.parse(source)
+    last = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "Mesh"][-1]
+    assert NameResolver(tree).candidates(last) == expected

@@ -21,7 +21,8 @@ LEGACY_MESH = frozenset({"jax.experimental.maps.Mesh", "jax.interpreters.pxla.Me
 def mesh_kind(module: ParsedModule, expr: ast.expr) -> str | None:
     """'auto' / 'explicit' for a mesh constructor call (or a name bound only to such calls)."""
     if isinstance(expr, ast.Call):
-        if resolves(module, expr.func, MESH):
+        # A legacy Mesh is the same class (JM303 moves it), from before axis types: Auto.
+        if resolves(module, expr.func, MESH | LEGACY_MESH):
             if any(k.arg == "axis_types" for k in expr.keywords) or len(expr.args) > 2:
                 return "auto" if all_auto(module, axis_types(expr, 2)) else "explicit"
             return "auto"
