@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.fstrings import FStrings
 from jaxmigrate.core.module import index
 from jaxmigrate.core.source import SourceText, continuation_unit
 
@@ -72,10 +73,13 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
     lengthened = set()
     shift = 0
     new_starts = SourceText(text).line_starts
+    fstrings = FStrings(original)
     for edit in sorted(edits):
         old_line = old.position(edit.start)[0]
         start = edit.start + shift
         shift += len(edit.content) - (edit.end - edit.start)
+        if fstrings.inside(edit):  # a line break there does not parse before Python 3.12
+            continue
         first = _line_of(new_starts, start)
         last = _line_of(new_starts, start + len(edit.content))
         for line in range(first, last + 1):

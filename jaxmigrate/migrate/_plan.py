@@ -15,6 +15,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
+from jaxmigrate.core.fstrings import requoted
 from jaxmigrate.core.module import ParsedModule, release
 from jaxmigrate.lint.patterns import collective_axis_names
 from jaxmigrate.names import LOCAL
@@ -99,7 +100,8 @@ def apply(text: str, plan: Plan) -> str:
     # The planner's module of ``text`` is not read again: let it go (once the codemod holds it no
     # more) before the result is parsed, so that two trees of a big file are never held at once.
     release(text)
-    out = fit_edits(text, plan.edits, splice(text, plan.edits))
+    edits = requoted(text, plan.edits)
+    out = fit_edits(text, edits, splice(text, edits))
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
         return out
     return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers, read_before)
@@ -110,8 +112,10 @@ def declined_edits(module: ParsedModule, owned: Sequence[tuple[Hashable, Sequenc
     rewrite makes. A site whose edits overlap another's (a pmap applied to a pmap: the outer
     rewrite would hold the inner's text) is declined with the other, since one plan cannot make
     both; an edit inside an f-string is declined too, since a rewrite spelled across lines, or with
-    the f-string's own quotes, cannot stand in a replacement field before Python 3.12. Every
-    planner asks this of the edits it would offer, so a fix the lint advertises can be made."""
+    the f-string's own quotes, cannot stand in a replacement field before Python 3.12. The pmap
+    planner asks this of the edits it would offer, so a fix the lint advertises can be made; the
+    other codemods' one-expression edits are made to fit an f-string by ``apply``
+    (``core.fstrings``)."""
     reasons: dict[Hashable, str] = {}
     fstrings = [module.span(node) for node in module.of_type(ast.JoinedStr)]
     for key, edits in owned:
