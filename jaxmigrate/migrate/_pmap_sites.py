@@ -24,6 +24,7 @@ PMAP = "jax.pmap"
 # pmap names an unnamed axis so; collectives written against it must keep working.
 INTERNAL_AXIS = "_internal_pmap_axis_name"
 READABLE_AXIS = "devices"  # what an unnamed pmap's axis is called otherwise
+_LAYOUTS = frozenset({"jax.sharding.Mesh", "jax.sharding.PartitionSpec", "jax.P"})
 
 _OPTIONS = ("axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums")
 _REFUSED = {
@@ -353,8 +354,17 @@ class Planner:
 
     @cached_property
     def _names_internal_axis(self) -> bool:
+        """Whether code may name pmap's internal axis in a collective. The layout a fix wrote for a
+        kept pmap (``Mesh(devices, ("_internal_pmap_axis_name",))``, ``P(...)`` of it) does not
+        count: it follows the axis, and must not rename it when the pmap is rewritten later."""
         return INTERNAL_AXIS in self.module.text and any(
-            n.value == INTERNAL_AXIS for n in self.module.of_type(ast.Constant))
+            n.value == INTERNAL_AXIS and not self._in_layout(n) for n in self.module.of_type(ast.Constant))
+
+    def _in_layout(self, node: ast.AST) -> bool:
+        parent = self.module.parent_of(node)
+        while parent is not None and not isinstance(parent, ast.Call):
+            parent = self.module.parent_of(parent)
+        return parent is not None and bool(self.resolver.candidates(parent.func) & _LAYOUTS)
 
     def _refuse(self, app: Application, reason: str) -> Application:
         app.reason = app.reason or reason
