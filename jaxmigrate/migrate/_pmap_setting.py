@@ -27,8 +27,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from jaxmigrate.migrate._global_kinds import TREE_MAPS
-from jaxmigrate.migrate._global_shapes import BROADCASTS, _head_and_tail
+from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
+from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:

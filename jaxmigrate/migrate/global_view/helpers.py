@@ -12,7 +12,7 @@ flax's::
 A helper is summarised by what its body does to its one parameter, never by its name: a ``def``
 or a lambda bound to a name, taking one positional parameter, whose body (after assignments that do
 not read the parameter) returns either a tree map over the parameter of a per-leaf expression the
-driving code recognises (``_global_shapes.DeviceAxisShapes.leaf_action``: a broadcast, stack or array
+driving code recognises (``shapes.DeviceAxisShapes.leaf_action``: a broadcast, stack or array
 of ``[x] * n`` onto a leading device-count axis, a device-count reshape, ``x[0]``), or that
 expression applied to the parameter itself. The summary is that action: ``replicate``, ``shard`` or
 ``index``; a call of the helper is then rewritten like the call it stands for.
@@ -24,9 +24,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxmigrate.migrate._global_kinds import TREE_MAPS
+from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.names import OpaqueBinding, ValueBinding
-
 
 
 @dataclass(frozen=True, eq=False)

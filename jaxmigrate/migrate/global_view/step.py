@@ -28,9 +28,32 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.migrate._global_kinds import (
-    AXIS_ARGUMENT, BOT, COLLECTIVES, GRADS, KEY, KEY_OPS, OTHER_REDUCTIONS, REDUCTIONS, ROWWISE, SAMPLERS, SUM,
-    TREE_MAPS, Blocked, Fn, Grad, Kind, M, R, Record, S, Seq, U, describe, flat, join,
+from jaxmigrate.migrate.global_view.kinds import (
+    AXIS_ARGUMENT,
+    BOT,
+    COLLECTIVES,
+    GRADS,
+    KEY,
+    KEY_OPS,
+    OTHER_REDUCTIONS,
+    REDUCTIONS,
+    ROWWISE,
+    SAMPLERS,
+    SUM,
+    TREE_MAPS,
+    Blocked,
+    Fn,
+    Grad,
+    Kind,
+    M,
+    R,
+    Record,
+    S,
+    Seq,
+    U,
+    describe,
+    flat,
+    join,
 )
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 

@@ -3,7 +3,7 @@
 ``(n, -1) + x.shape[1:]`` splits a host batch into one slice per device, ``(n,) + x.shape`` copies
 a value onto every device, ``x[0]`` reads device 0's copy, with n the local device count (a call of
 ``jax.local_device_count()`` or a name bound once to one). Shared by the driving code's analysis
-(``_global_calls``) and the summaries of the program's own helpers (``_global_helpers``).
+(``driving``) and the summaries of the program's own helpers (``helpers``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.migrate._global_kinds import Blocked
 from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
+from jaxmigrate.migrate.global_view.kinds import Blocked
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 

@@ -5,7 +5,7 @@ statement, tracking which names hold values with the device axis:
 
 ``DREP``    replicated onto every device (``jax.device_put_replicated(x, jax.local_devices())``,
             ``flax.jax_utils.replicate(x)``, a tree map of ``broadcast_to((n,) + x.shape)``, a
-            helper of the program that does one of these (``_global_helpers``), and the step's
+            helper of the program that does one of these (``helpers``), and the step's
             replicated outputs);
 ``DSHARD``  a host batch split into one slice per device (``x.reshape((n, -1) + x.shape[1:])``
             with n the local device count, ``flax.training.common_utils.shard(x)``, and the step's
@@ -25,9 +25,20 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.migrate._global_helpers import Helper, HelperSummaries
-from jaxmigrate.migrate._global_kinds import BOT, KEY, TREE_MAPS, R, S, Blocked, Kind, Record, Seq, join
-from jaxmigrate.migrate._global_shapes import DeviceAxisShapes, is_zero
+from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
+from jaxmigrate.migrate.global_view.kinds import (
+    BOT,
+    KEY,
+    TREE_MAPS,
+    Blocked,
+    Kind,
+    R,
+    Record,
+    S,
+    Seq,
+    join,
+)
+from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes, is_zero
 from jaxmigrate.names import OpaqueBinding
 
 

@@ -1,12 +1,11 @@
 """The kinds of values a pmapped step computes, device by device, and what jax functions do to them.
 
-See ``_global_step`` for what the kinds mean and how the step is read.
+See ``step`` for what the kinds mean and how the step is read.
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-
 
 # -- kinds -----------------------------------------------------------------------------------
 
@@ -45,7 +44,7 @@ class Record:
 @dataclass(frozen=True, eq=False)
 class Fn:
     node: ast.AST  # FunctionDef or Lambda
-    frame: object  # the _global_step.Frame it closes over, or None
+    frame: object  # the step.Frame it closes over, or None
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,480 @@
+"""The global view written: the module's pmapped steps, their collectives and the code driving
+them rewritten into one Plan (``jax.jit``, the mesh built where the driving code runs, layouts,
+collectives dropped or scaled, replicate / unreplicate calls and device-count reshapes removed).
+
+The analyses it reads: ``step`` (what the step's collectives reduce), ``driving`` (where values get
+and lose the device axis), ``options`` (how pmap is applied). Anything they cannot prove raises
+``Blocked`` with its line, and the module keeps its pmaps.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+from jaxmigrate.core.edits import Edit
+from jaxmigrate.migrate._plan import Namer, Plan
+from jaxmigrate.migrate._pmap_sites import Application
+from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step
+from jaxmigrate.migrate.global_view.kinds import BOT, Blocked, R, S, describe, leaves
+from jaxmigrate.migrate.global_view.options import (
+    def_of,
+    every_device,
+    partial_of,
+    read_options,
+)
+from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
+from jaxmigrate.names import ImportBinding, ValueBinding
+
+_OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
+
+
+class Builder:
+    def __init__(self, module, apps: list[Application]) -> None:
+        self.module = module
+        self.apps = apps
+        self.plan = Plan()
+        self.namer = Namer(module, self.plan)
+        self.axis: str | None = None
+        self.steps: dict[str, Step] = {}
+        self.donate: dict[str, str | None] = {}
+        self.app_of: dict[str, Application] = {}
+        self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
+        self.notes: set[str] = set()
+
+    # -- the pmap applications ---------------------------------------------------------------
+
+    def build(self) -> Plan:
+        for app in self.apps:
+            self._step(app)
+        self._no_other_uses()
+        drivers = DriverAnalyzer(self.module, self.steps)
+        analyses = {}
+        for _ in range(4):
+            drivers.analyse()
+            for step in self.steps.values():
+                if step.name in drivers.called:
+                    continue
+                raise Blocked(step.func.lineno, f"`{step.name}` is not called in this module: its callers "
+                              "elsewhere pass values with pmap's device axis")
+            changed = False
+            for step in self.steps.values():
+                if any(p == BOT for p in step.params):
+                    continue  # fed another step's outputs, not known yet on this round
+                analysis = StepAnalyzer(self.module, self.axis, drivers.scopes).analyse(
+                    step.func, step.params, step.bound)
+                analyses[step.name] = analysis
+                if analysis.output != step.outputs:
+                    step.outputs, changed = analysis.output, True
+            if not changed:
+                for step in self.steps.values():
+                    if any(p == BOT for p in step.params):
+                        missing = step.params.index(BOT) + 1
+                        raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out "
+                                      "by code this fix follows")
+                break
+        else:
+            raise Blocked(1, "the kinds of the step's values do not settle")
+        self.axis = self.axis or "batch"  # the mesh needs an axis name even where pmap had none
+        for step in self.steps.values():
+            self._check_outputs(step)
+        self._rewrite_steps()
+        edits: dict[int, CollectiveEdit] = {}
+        for analysis in analyses.values():
+            edits.update(analysis.edits)
+        for edit in edits.values():
+            self._collective(edit)
+        mesh = self._mesh_name()
+        for edit in drivers.edits.values():
+            self._driver(edit, mesh)
+        # Only placements read the mesh: a function that just reads values back needs none.
+        self._insert_mesh(mesh, [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")],
+                          drivers.scope_of)
+        removed = self._drop_unused_helpers(drivers.edits.values())
+        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
+        return self.plan
+
+    def _drop_unused_helpers(self, edits) -> list[tuple[int, int]]:
+        """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
+        (its spans are returned); one used elsewhere stays. A public module-level def of a module
+        that is not a script stays too: other modules may import it."""
+        rewritten = {id(e.node.func) for e in edits if e.helper is not None}
+        helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None}
+        exported = {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
+                    for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+        removed = []
+        for helper in helpers.values():
+            statement = helper.statement
+            module_level = self.module.parent_of(statement) is self.module.tree
+            if module_level and (helper.name in exported or not (helper.name.startswith("_") or self._is_script())):
+                continue
+            uses = [node for _, node in self.module.names_at.get(helper.name, ()) if isinstance(node.ctx, ast.Load)
+                    and any(getattr(b, "node", None) is helper.fn or getattr(b, "value", None) is helper.fn
+                            for b in self.module.names.bindings(node))]
+            if not uses or any(id(use) not in rewritten for use in uses) or not self._own_lines(statement):
+                continue
+            self._delete_lines(statement, blank_after=module_level)
+            for node in ast.walk(helper.fn):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    self._drop_import(node)
+            removed.append(self.module.span(statement))
+        return removed
+
+    def _is_script(self) -> bool:
+        """The module runs as a program: it has an ``if __name__ == "__main__":`` block."""
+        return any(self._is_main_guard(node) for node in self.module.tree.body)
+
+    def _is_main_guard(self, node: ast.stmt) -> bool:
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.Eq) and len(node.test.comparators) == 1):
+            return False
+        sides = (node.test.left, node.test.comparators[0])
+        return any(_same_name(a, "__name__") and isinstance(b, ast.Constant) and b.value == "__main__"
+                   for a, b in (sides, sides[::-1]))
+
+    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]]) -> None:
+        """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
+        fix replaced, goes with them (a module-level one stays: other modules may import it)."""
+        loads: dict[int, list[ast.Name]] = {}
+        for node in self.module.of_type(ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                for binding in self.module.names.bindings(node):
+                    if isinstance(binding, ValueBinding):
+                        loads.setdefault(id(binding.value), []).append(node)
+        for node in self.module.of_type(ast.Assign):
+            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call) and not node.value.args
+                    and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"):
+                continue
+            if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
+                continue
+            if any(start <= self.module.span(node)[0] < end for start, end in removed):
+                continue  # goes with the helper it is in
+            uses = loads.get(id(node.value), [])
+            if uses and all(any(start <= self.module.span(u)[0] < end for start, end in replaced) for u in uses):
+                self._delete_lines(node)
+
+    def _step(self, app: Application) -> None:
+        func, bound = app.mapped, {}
+        options, fun = read_options(self.module, app)
+        if app.kind == "decorator":
+            if not isinstance(func, ast.FunctionDef):
+                raise Blocked(app.line, "the pmapped function is not a `def`")
+            if len(func.decorator_list) != 1:
+                raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
+            name, binding = func.name, func
+        else:
+            call = app.node
+            assign = self.module.parent_of(call)
+            at_once = isinstance(assign, ast.Call) and assign.func is call  # jax.pmap(f, "i")(x)
+            if not at_once and not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                                    and isinstance(assign.targets[0], ast.Name)):
+                where = "passed to another call" if isinstance(assign, ast.Call) else (
+                    "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
+                raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
+                              "this fix can follow")
+            func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
+                else None
+            if func is None:
+                func, bound = partial_of(self.module, fun, app.line)
+            if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
+                raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
+            # A step called at once has no name of its own: it is known by where pmap is applied.
+            name = f"jax.pmap(...) at line {app.line}" if at_once else assign.targets[0].id
+            binding = call
+        self.fun[name] = fun
+        values = {}
+        for option, value in options.items():
+            if option == "devices" and every_device(self.module, value, app.line):
+                continue  # the mesh's devices: nothing to say to jit
+            if option not in _OPTIONS:
+                raise Blocked(app.line, f"pmap's `{option}=` has no global-view counterpart here")
+            values[option] = value
+        analyzer = StepAnalyzer(self.module, None)
+        axis = None
+        if "axis_name" in values:
+            axis = analyzer.literal_string(values["axis_name"])
+            if axis is None:
+                raise Blocked(app.line, "`axis_name=` is not a literal string")
+        if self.axis is not None and axis is not None and axis != self.axis:
+            raise Blocked(app.line, f"pmaps over different axes ({self.axis!r} and {axis!r})")
+        self.axis = self.axis or axis
+        if "out_axes" in values and _literal(values["out_axes"]) != 0:
+            raise Blocked(app.line, "`out_axes=` other than 0")
+        positional = [a.arg for a in func.args.args]
+        if bound:
+            named = set(positional) | {a.arg for a in func.args.kwonlyargs}
+            if func.args.vararg or func.args.kwarg or set(bound) - named:
+                raise Blocked(app.line, "`partial(...)` binds arguments the step does not name")
+            count = len([a for a in positional if a not in bound])
+            if any(a in bound for a in positional[:count]):
+                raise Blocked(app.line, "`partial(...)` binds an argument before one pmap maps")
+            positional = positional[:count]
+        in_axes = (0,) * len(positional)
+        if "in_axes" in values:
+            given = _literal(values["in_axes"])
+            if given == 0:
+                pass
+            elif isinstance(given, (tuple, list)) and len(given) == len(positional) \
+                    and all(a in (0, None) for a in given):
+                in_axes = tuple(given)
+            else:
+                raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
+        if name in self.steps:
+            raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
+        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun)
+        self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
+        self.app_of[name] = app
+
+    def _no_other_uses(self) -> None:
+        """The step is only called: passed around, it would carry pmap's convention elsewhere."""
+        for node in self.module.of_type(ast.Assign, ast.Name):
+            if isinstance(node, ast.Assign) and any(_same_name(t, "__all__") for t in node.targets):
+                names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+                for step in self.steps:
+                    if step in names:
+                        raise Blocked(node.lineno, f"`{step}` is exported in `__all__`: its callers elsewhere pass "
+                                      "values with pmap's device axis")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.steps:
+                step = self.steps[node.id]
+                if node is self.fun.get(node.id):
+                    continue  # `f = jax.pmap(f, ...)`: the def pmap maps
+                if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
+                           for b in self.module.names.bindings(node)):
+                    continue
+                parent = self.module.parent_of(node)
+                if not (isinstance(parent, ast.Call) and parent.func is node):
+                    raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
+                        and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
+                    raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
+
+    def _check_outputs(self, step: Step) -> None:
+        returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
+        line = returns[-1].lineno if returns else step.func.lineno
+        for leaf in leaves(step.outputs):
+            if leaf not in (R, S):
+                why = f" ({leaf.why}, line {leaf.line})" if hasattr(leaf, "why") and leaf.line else (
+                    f" ({leaf.why})" if hasattr(leaf, "why") else "")
+                raise Blocked(line, f"`{step.name}` returns {describe(leaf)}{why}: pmap returns one per device, the "
+                              "global view one in all")
+
+    # -- edits ---------------------------------------------------------------------------------
+
+    def _replace(self, node: ast.AST, text: str) -> None:
+        start, end = self.module.span(node)
+        self.plan.edits.append(Edit(start, end, text))
+
+    def _rewrite_steps(self) -> None:
+        jax = self.namer.jax()
+        for name, step in self.steps.items():
+            app = self.app_of[name]
+            donate = self.donate[name]
+            if app.kind == "decorator":
+                node = app.node
+                if donate is None:
+                    self._replace(node, f"{jax}.jit")
+                    if isinstance(node, ast.Call):
+                        self._drop_import(node.func)
+                else:
+                    partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
+                    self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
+            else:
+                args = [self.module.segment(self.fun[name])]
+                if donate is not None:
+                    args.append(f"donate_argnums={donate}")
+                if isinstance(step.func, ast.Lambda):
+                    # The lambda's collectives are edits of their own: only what surrounds it changes.
+                    start, end = self.module.span(app.node)
+                    fun_start, fun_end = self.module.span(self.fun[name])
+                    self.plan.edits.append(Edit(start, fun_start, f"{jax}.jit("))
+                    self.plan.edits.append(Edit(fun_end, end, "".join(f", {a}" for a in args[1:]) + ")"))
+                elif app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
+                    indent = self.module.src.line(app.node.lineno)
+                    indent = indent[: len(indent) - len(indent.lstrip())]
+                    inner = "".join(f"{indent}    {a},\n" for a in args)
+                    self._replace(app.node, f"{jax}.jit(\n{inner}{indent})")
+                else:
+                    self._replace(app.node, f"{jax}.jit({', '.join(args)})")
+                if isinstance(app.node.func, ast.Call):  # partial(jax.pmap, ...)(f): the partial goes
+                    self._drop_import(app.node.func.func)
+            self._drop_import(app.ref)
+
+    def _collective(self, edit: CollectiveEdit) -> None:
+        node, arg = edit.node, edit.arg
+        self._drop_import(node.func)
+        if edit.action == "drop":
+            statement = self.module.parent_of(node)
+            if isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) and isinstance(arg, ast.Name) \
+                    and statement.targets[0].id == arg.id and self._own_lines(statement):
+                self._delete_lines(statement)
+                return
+            self._replace(node, self._atom(arg, node))
+            return
+        count = f"{self.namer.jax()}.device_count()"
+        if edit.tree:
+            self._replace(node, f"{self.namer.jax()}.tree.map(lambda x: x * {count}, {self.module.segment(arg)})")
+        elif isinstance(arg, ast.Constant) and arg.value == 1:
+            self._replace(node, count)  # psum(1): the number of devices
+        else:
+            self._replace(node, f"{_paren(self.module.segment(arg), arg)} * {count}")
+
+    def _atom(self, arg: ast.expr, replaced: ast.AST) -> str:
+        text = self.module.segment(arg)
+        parent = self.module.parent_of(replaced)
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.Call, ast.Compare)) \
+                and not (isinstance(parent, ast.Call) and replaced is not parent.func):
+            return _paren(text, arg)
+        return text
+
+    def _own_lines(self, statement: ast.stmt) -> bool:
+        """Alone on its lines (no ``;`` neighbour, no trailing comment): it can be deleted whole."""
+        text, starts = self.module.text, self.module.src.line_starts
+        start, end = self.module.span(statement)
+        line_end = text.find("\n", end)
+        after = text[end:] if line_end < 0 else text[end:line_end]
+        return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
+            and not self.module.has_comment(statement)
+
+    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False) -> None:
+        """Delete ``statement``'s lines (with ``blank_after``, the blank lines after it too, so a
+        removed module-level def leaves the file's spacing between its neighbours)."""
+        starts = self.module.src.line_starts
+        start = starts[statement.lineno - 1]
+        last = statement.end_lineno
+        if blank_after:
+            while last < len(starts) and not self.module.src.line(last + 1).strip():
+                last += 1
+        end = starts[last] if last < len(starts) else len(self.module.text)
+        self.plan.edits.append(Edit(start, end, ""))
+
+    def _drop_import(self, ref: ast.expr) -> None:
+        """Schedule the import that names ``ref``'s root for removal (LibCST removes it only if unused)."""
+        root = ref
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return
+        for binding in self.module.names.bindings(root):
+            if isinstance(binding, ImportBinding):
+                statement = self.module.parent_of(binding.node)
+                if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+                    self.plan.remove_imports.add((statement.module, binding.node.name, binding.node.asname))
+                elif isinstance(statement, ast.Import) and binding.node.name != "jax" and "." not in binding.node.name:
+                    self.plan.remove_imports.add((binding.node.name, None, binding.node.asname))
+
+    def _mesh_name(self) -> str:
+        for name in ("mesh", f"{self.axis}_mesh"):
+            if self.module.free(name):
+                return name
+        raise Blocked(1, "no free module-level name for the mesh (`mesh` is taken)")
+
+    def _driver(self, edit, mesh: str) -> None:
+        # What the replaced expression alone imported (numpy for a tree map of np.broadcast_to)
+        # goes with it; an import still used elsewhere stays.
+        for node in ast.walk(edit.node):
+            if isinstance(node, ast.Name) and node is not edit.inner:
+                self._drop_import(node)
+        jax = self.namer.jax()
+        if edit.action in ("replicate", "shard"):
+            named = self.namer.sharding("NamedSharding")
+            spec = self.namer.sharding("PartitionSpec", "P")
+            if edit.action == "replicate":
+                self._around(edit, f"{jax}.device_put(", f", {named}({mesh}, {spec}()))")
+            else:
+                self._around(edit, f"{jax}.make_array_from_process_local_data("
+                                   f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
+            self._drop_import(edit.node.func)
+        elif edit.action == "key":  # one key per device -> the one key they were split from
+            self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
+            self._around_atom(edit)
+            self._drop_import(edit.node.func)
+        elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
+            self._around(edit, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), *{jax}.device_get(", "))")
+            self._drop_import(edit.node.func)
+        else:  # index / unshard: the device axis is gone, the value itself is what was read
+            statement = self.module.parent_of(edit.node)
+            if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
+                    and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
+                self._delete_lines(statement)  # `x = x[0]` / `probs = probs.reshape(...)`: nothing left to do
+                return
+            self._around_atom(edit)
+            if isinstance(edit.node, ast.Call):
+                self._drop_import(edit.node.func)
+
+    def _around(self, edit, before: str, after: str) -> None:
+        """Replace what surrounds ``edit.inner`` in ``edit.node``, not the inner text itself: a call
+        site edit inside it (``unreplicate(step(params, shard(batch)))``) then stays its own edit."""
+        start, end = self.module.span(edit.node)
+        inner_start, inner_end = self.module.span(edit.inner)
+        for a, b, text in ((start, inner_start, before), (inner_end, end, after)):
+            if a != b or text:
+                self.plan.edits.append(Edit(a, b, text))
+
+    def _around_atom(self, edit) -> None:
+        """``edit.node`` becomes its inner expression alone, parenthesised where the context needs it."""
+        text = self.module.segment(edit.inner)
+        wrapped = self._atom(edit.inner, edit.node) != text
+        self._around(edit, "(" if wrapped else "", ")" if wrapped else "")
+
+    def _insert_mesh(self, mesh: str, nodes: list[ast.AST], scope_of) -> None:
+        """The mesh is built where the driving code runs, never at import of a module that did not
+        already run JAX there: at the top of each driving function, just before the first statement
+        that lays out a value (so a ``jax.distributed.initialize()`` above it still runs first), and
+        at module level only for a script whose own top level drives the step. Every copy is the same
+        mesh (same devices, same axis), so no step compiles twice."""
+        if not nodes:
+            raise Blocked(1, "no call site lays out the step's arguments")
+        firsts: dict[int, tuple[ast.AST, ast.stmt]] = {}
+        for node in nodes:
+            scope = scope_of(node)
+            statement = self._statement_in(node, scope)
+            if isinstance(scope, ast.Module) and self._is_main_guard(statement):
+                scope = statement  # a script's `__main__` block: the mesh goes in it, not at import
+                statement = self._statement_in(node, scope)
+            known = firsts.get(id(scope))
+            if known is None or statement.lineno < known[1].lineno:
+                firsts[id(scope)] = (scope, statement)
+        jax = self.namer.jax()
+        axis_type = self.namer.sharding("AxisType")
+        text = (f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({json.dumps(self.axis)},), "
+                f"axis_types=({axis_type}.Auto,))")
+        newline = self.module.src.newline
+        for scope, first in firsts.values():
+            if isinstance(scope, ast.Module):
+                gap = newline * 2 if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
+                offset = self.module.insertion_point(first)
+                self.plan.edits.append(Edit(offset, offset, text + newline + gap))
+            else:
+                line = self.module.src.line(first.lineno)
+                indent = line[: len(line) - len(line.lstrip(" \t"))]
+                offset = self.module.src.line_starts[first.lineno - 1]
+                self.plan.edits.append(Edit(offset, offset, indent + text + newline))
+
+    def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
+        """The statement of ``scope``'s own body that ``node`` is part of."""
+        current = node
+        while self.module.parent_of(current) is not scope:
+            current = self.module.parent_of(current)
+        return current
+
+
+def _same_name(a: ast.expr, b: ast.expr | str) -> bool:
+    name = b if isinstance(b, str) else getattr(b, "id", None) if isinstance(b, ast.Name) else None
+    return isinstance(a, ast.Name) and a.id == name
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return "?"
+
+
+def _paren(text: str, node: ast.expr) -> str:
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.List, ast.Dict)):
+        return text
+    if isinstance(node, ast.Tuple) and text.startswith("("):
+        return text
+    return f"({text})"
