@@ -111,3 +111,16 @@ def test_the_program_built_by_the_tools_own_replicate_rewrite_is_sized():
     body = ("params = jax.device_put(jax.tree.map(lambda v: jax.numpy.broadcast_to(v, (jax.local_device_count(), "
             "*jax.numpy.shape(v))), {'w': x[0]}), None)\nreturn step(params, x)\n")
     assert _site(driven("step = jax.pmap(f, 'i')\n" + body)).rewritable
+
+
+@pytest.mark.parametrize("code", [
+    # jaxline's experiment loop: a step decorated inside a method.
+    "import functools\nimport jax\n\nclass Experiment:\n    def train_loop(self, x):\n"
+    "        @functools.partial(jax.pmap, axis_name='i')\n        def next_state(s):\n            return s + 1\n"
+    "        return next_state(x)\n",
+    "import jax\n\ndef main(x):\n    def build():\n        return jax.pmap(abs)\n    return build()(x)\n",
+])
+def test_a_step_built_in_a_method_or_nested_function_is_not_said_to_be_built_at_import(code):
+    site = _site(code)
+    assert not site.rewritable
+    assert "at import" not in site.reason and "a method or nested function" in site.reason

@@ -54,9 +54,16 @@ def setting_reason(planner: Planner, app: Application, apps: list[Application]) 
                 "arrays; the exact rewrite is right in one process only")
     module = planner.module
     # A decorator is applied where its def stands, so the search starts at the def.
-    driver = _enclosing_function(module, app.mapped if app.kind == "decorator" else app.node)
+    built_at = app.mapped if app.kind == "decorator" else app.node
+    driver = _enclosing_function(module, built_at)
     if driver is None:
-        return AT_IMPORT
+        inner = _innermost_function(module, built_at)
+        if inner is None:
+            return AT_IMPORT
+        # A method, or a function nested in one: what calls it, and how often, is not in sight.
+        return (f"the step is built in `{inner.name}` (line {inner.lineno}), a method or nested function, "
+                "not a module-level driver shown to run once (a call from `if __name__ == \"__main__\":` or "
+                "`app.run`): each call would compile the step again, where pmap's cache compiled it once")
     inside = _loop_between(module, app.node, driver)
     if inside is not None:
         return (f"pmap is applied inside a loop or lambda (line {inside.lineno}): each pass would build and "
@@ -82,6 +89,13 @@ def _enclosing_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFun
     while parent is not None and not isinstance(parent, (*_FUNCTIONS, ast.ClassDef, ast.Module)):
         parent = module.parent_of(parent)
     return parent if isinstance(parent, _FUNCTIONS) and isinstance(module.parent_of(parent), ast.Module) else None
+
+
+def _innermost_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    parent = module.parent_of(node)
+    while parent is not None and not isinstance(parent, _FUNCTIONS):
+        parent = module.parent_of(parent)
+    return parent
 
 
 def _loop_between(module, node: ast.AST, function: ast.AST) -> ast.AST | None:
