@@ -30,6 +30,10 @@ def _site(code: str):
                      "return step(params, x)\n", id="broadcast leaf by leaf to the device count"),
         pytest.param("keys = jax.random.split(jax.random.PRNGKey(0), jax.local_device_count())\nreturn step(x, keys)\n",
                      id="a key per device"),
+        pytest.param("n = jax.local_device_count()\nreturn step(jax.numpy.zeros((n, 3)), jax.numpy.full((n,), 0.5))\n",
+                     id="zeros and full with the device count leading"),
+        pytest.param("steps = jax.numpy.broadcast_to(0, [jax.local_device_count()])\nreturn step(steps, x)\n",
+                     id="a shape given as a list (jaxline's global step)"),
     ],
 )
 def test_values_shown_to_have_one_slice_per_device_let_the_rewrite_through(body):
@@ -47,6 +51,8 @@ def test_values_shown_to_have_one_slice_per_device_let_the_rewrite_through(body)
                      "argument 2", id="broadcast to 2"),
         pytest.param("return step(x, jax.numpy.ones((2, 3)))\n", "is not shown to have the device count",
                      id="two slices"),
+        pytest.param("return step(x, jax.numpy.zeros((3, jax.local_device_count())))\n", "argument 2",
+                     id="the device count not leading"),
     ],
 )
 def test_values_not_shown_to_have_one_slice_per_device_keep_the_pmap(body, reason):
@@ -113,14 +119,31 @@ def test_the_program_built_by_the_tools_own_replicate_rewrite_is_sized():
     assert _site(driven("step = jax.pmap(f, 'i')\n" + body)).rewritable
 
 
+def test_a_step_mapping_a_module_function_built_in_a_nested_function_is_not_said_to_be_built_at_import():
+    site = _site("import jax\n\ndef main(x):\n    def build():\n        return jax.pmap(abs)\n    return build()(x)\n")
+    assert not site.rewritable
+    assert "at import" not in site.reason and "`build` (line 4), a method or nested function" in site.reason
+
+
 @pytest.mark.parametrize("code", [
     # jaxline's experiment loop: a step decorated inside a method.
-    "import functools\nimport jax\n\nclass Experiment:\n    def train_loop(self, x):\n"
+    "import functools\nimport jax\n\nclass Experiment:\n    def train_loop(self):\n"
     "        @functools.partial(jax.pmap, axis_name='i')\n        def next_state(s):\n            return s + 1\n"
-    "        return next_state(x)\n",
-    "import jax\n\ndef main(x):\n    def build():\n        return jax.pmap(abs)\n    return build()(x)\n",
+    "        n = jax.local_device_count()\n        return next_state(jax.numpy.zeros((n, 2)))\n",
+    # brax's train(): a library function, called any number of times, mapping its own closure.
+    "import jax\n\ndef train(scale):\n    def step(y):\n        return y * scale\n"
+    "    n = jax.local_device_count()\n    return jax.pmap(step)(jax.numpy.zeros((n, 2)))\n",
+    "import functools\nimport jax\n\ndef f(y, k):\n    return y * k\n\ndef train():\n"
+    "    n = jax.local_device_count()\n    return jax.pmap(functools.partial(f, k=2))(jax.numpy.zeros((n, 2)))\n",
 ])
-def test_a_step_built_in_a_method_or_nested_function_is_not_said_to_be_built_at_import(code):
+def test_a_function_made_anew_where_the_step_is_built_was_compiled_anew_by_pmap_too(code):
+    # pmap's cache is keyed by the function it maps: a def, lambda or partial made at each call
+    # compiled at each call under pmap as well, so the rewrite need not be shown to run once.
+    assert _site(code).rewritable
+
+
+def test_a_step_built_in_a_loop_from_a_function_made_outside_it_stays():
+    code = ("import jax\n\ndef train():\n    def step(y):\n        return y + 1\n"
+            "    n = jax.local_device_count()\n    for _ in range(3):\n        jax.pmap(step)(jax.numpy.zeros((n, 2)))\n")
     site = _site(code)
-    assert not site.rewritable
-    assert "at import" not in site.reason and "a method or nested function" in site.reason
+    assert not site.rewritable and "inside a loop" in site.reason

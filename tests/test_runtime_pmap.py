@@ -33,7 +33,7 @@ TREE = "is mapped on an axis other than its first, or by a tree of axes"
 KEPT = {
     "pmap_forms": {42: f"argument 1 of the call at line 76 {TREE}", 43: f"argument 1 of the call at line 78 {TREE}"},
     "pmap_two_slices": {14: "(`jnp.array([1, 2])`) is not shown to have the device count as its mapped axis"},
-    "pmap_compiles": {25: "the step is built in `_apply`, which is not shown to run once"},
+    "pmap_compiles": {27: "the step is built in `_apply`, which is not shown to run once"},
 }
 
 
@@ -89,7 +89,8 @@ def test_a_step_mapping_two_slices_is_not_rewritten_and_runs_on_two_of_eight_dev
 
 def test_the_generated_program_compiles_its_steps_as_often_as_pmap(tmp_path):
     # `compiles` is [compiles of the step built once and called 3 times, of the step built at each
-    # of its 3 calls], counted inside each program: equal values mean equal counts.
+    # of its 3 calls, of the step mapping a function made at each of its 3 calls], counted inside
+    # each program: equal values mean equal counts.
     new = _generate("pmap_compiles", tmp_path)
     report = verify(RUNTIME / "pmap_compiles" / "old.py", new, ["main"], devices=8, timeout=120)
     assert report.equal, render_text(report)

@@ -44,6 +44,8 @@ _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
 _APP_RUN = frozenset({"absl.app.run"})
+_FILLED = frozenset(f"{module}.{name}" for module in ("jax.numpy", "numpy")
+                    for name in ("zeros", "ones", "empty", "full"))
 
 
 def setting_reason(planner: Planner, app: Application, apps: list[Application]) -> str | None:
@@ -55,24 +57,47 @@ def setting_reason(planner: Planner, app: Application, apps: list[Application]) 
     module = planner.module
     # A decorator is applied where its def stands, so the search starts at the def.
     built_at = app.mapped if app.kind == "decorator" else app.node
-    driver = _enclosing_function(module, built_at)
-    if driver is None:
-        inner = _innermost_function(module, built_at)
-        if inner is None:
-            return AT_IMPORT
-        # A method, or a function nested in one: what calls it, and how often, is not in sight.
-        return (f"the step is built in `{inner.name}` (line {inner.lineno}), a method or nested function, "
-                "not a module-level driver shown to run once (a call from `if __name__ == \"__main__\":` or "
-                "`app.run`): each call would compile the step again, where pmap's cache compiled it once")
-    inside = _loop_between(module, app.node, driver)
-    if inside is not None:
+    function = _innermost_function(module, built_at)
+    if function is None:
+        return AT_IMPORT
+    # pmap compiles once per function it maps: a function made anew where the step is built (a
+    # nested def, a lambda, a partial) was compiled again on every pass by pmap too, so the new
+    # step's compiling on every pass costs nothing pmap did not (measured: tests/runtime).
+    inside = _loop_between(module, app.node, function)
+    if inside is not None and not _made_in(module, app, inside):
         return (f"pmap is applied inside a loop or lambda (line {inside.lineno}): each pass would build and "
                 "compile a new `jax.jit` step, where pmap's cache compiled it once")
-    if not _driven_once(planner, driver):
-        return (f"the step is built in `{driver.name}`, which is not shown to run once (only a call from "
-                "`if __name__ == \"__main__\":` or `app.run` shows it): each call would compile the step again, "
-                "where pmap's cache compiled it once")
-    return _DeviceAxis(planner, driver, apps).reason(app)
+    if not _made_in(module, app, function):
+        driver = _enclosing_function(module, built_at)
+        if driver is None:
+            # A method, or a function nested in one: what calls it, and how often, is not in sight.
+            return (f"the step is built in `{function.name}` (line {function.lineno}), a method or nested "
+                    "function, not a module-level driver shown to run once (a call from `if __name__ == "
+                    "\"__main__\":` or `app.run`): each call would compile the step again, where pmap's cache "
+                    "compiled it once")
+        if not _driven_once(planner, driver):
+            return (f"the step is built in `{driver.name}`, which is not shown to run once (only a call from "
+                    "`if __name__ == \"__main__\":` or `app.run` shows it): each call would compile the step "
+                    "again, where pmap's cache compiled it once")
+    return _DeviceAxis(planner, function, apps).reason(app)
+
+
+def _made_in(module, app: Application, scope: ast.AST) -> bool:
+    """Whether the function ``app`` maps is made anew each time ``scope`` runs: a def or lambda
+    inside it, or a call (``partial(f, ...)``) at the pmap itself."""
+    mapped = app.mapped
+    if mapped is None and app.kind == "call" and isinstance(app.node, ast.Call):
+        first = app.node.args[0] if app.node.args else next(
+            (k.value for k in app.node.keywords if k.arg == "fun"), None)
+        mapped = first if isinstance(first, ast.Call) else None
+    return mapped is not None and mapped is not scope and _within(module, mapped, scope)
+
+
+def _within(module, node: ast.AST, scope: ast.AST) -> bool:
+    parent = module.parent_of(node)
+    while parent is not None and parent is not scope:
+        parent = module.parent_of(parent)
+    return parent is scope
 
 
 def users_jit(module, node: ast.expr) -> ast.Call | None:
@@ -222,6 +247,8 @@ class _DeviceAxis:
             return self._leading_device_count(shape)
         if qualified in BROADCASTS and len(node.args) == 2 and not node.keywords:
             return self._leading_device_count(node.args[1])  # jnp.broadcast_to(p, (n, *p.shape))
+        if qualified in _FILLED and node.args:  # jnp.zeros((n, batch)), jnp.full((n,), 0.5)
+            return self._leading_device_count(node.args[0])
         # jax.tree.map(lambda p: jnp.broadcast_to(p, (n, *p.shape)), params): every leaf made so.
         if qualified in TREE_MAPS and len(node.args) >= 2 and not node.keywords \
                 and isinstance(node.args[0], ast.Lambda):
@@ -230,7 +257,7 @@ class _DeviceAxis:
 
     def _leading_device_count(self, shape: ast.expr) -> bool:
         head = _head_and_tail(shape)
-        first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, ast.Tuple) else []
+        first = head[0][:1] if head is not None else shape.elts[:1] if isinstance(shape, (ast.Tuple, ast.List)) else []
         return bool(first) and self.device_count(first[0])
 
     def _reaching(self, use: ast.Name) -> list:

@@ -32,6 +32,7 @@ _REFUSED = {
     "backend": "`backend=` selects a platform the rewrite's mesh does not model",
     "axis_size": "`axis_size=` (without `devices=`) is not translated; remove it or migrate by hand",
 }
+_MIRRORED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.NotEq: ast.NotEq, ast.Eq: ast.Eq}
 _MULTI_PROCESS_WORDS = frozenset({"process_index", "process_count", "distributed", "initialize",
                                   "host_local_array_to_global_array", "multihost_utils"})
 
@@ -447,10 +448,45 @@ class Planner:
                 continue
             names = {self._imported(node)} if isinstance(node, ast.alias) else self.resolver.candidates(node)
             for name in sorted(names):
+                if name == "jax.process_count" and self._refuses_processes(node):
+                    continue
                 if name in ("jax.process_index", "jax.process_count") or name.startswith("jax.distributed") \
                         or "multihost_utils" in name or name.endswith("host_local_array_to_global_array"):
                     return f"`{name}` at line {node.lineno}"
         return None
+
+    def _refuses_processes(self, node: ast.AST) -> bool:
+        """``jax.process_count()`` read only to refuse more than one process (brax's ES and ARS:
+        ``if process_count > 1: raise ValueError(...)``, or ``assert jax.process_count() == 1``):
+        the module shows it runs as one."""
+        call = self.parents.get(id(node))
+        if not isinstance(call, ast.Call) or call.func is not node or call.args or call.keywords:
+            return False
+        holder = self.parents.get(id(call))
+        if isinstance(holder, ast.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0], ast.Name):
+            name = holder.targets[0]
+            reads = [n for _, n in self.module.names_at.get(name.id, ()) if isinstance(n.ctx, ast.Load)
+                     and any(getattr(b, "value", None) is call for b in self.resolver.bindings(n))]
+            if len(self.resolver.bindings(reads[0]) if reads else ()) != 1:
+                return False
+            return bool(reads) and all(self._guard(read) for read in reads)
+        return self._guard(call)
+
+    def _guard(self, count: ast.expr) -> bool:
+        """``count > 1`` / ``count != 1`` testing an ``if`` whose body raises, or ``assert count == 1``."""
+        compare = self.parents.get(id(count))
+        if not isinstance(compare, ast.Compare) or len(compare.ops) != 1:
+            return False
+        other = compare.comparators[0] if compare.left is count else compare.left
+        if not (isinstance(other, ast.Constant) and other.value == 1 and type(other.value) is int):
+            return False
+        op = compare.ops[0] if compare.left is count else _MIRRORED.get(type(compare.ops[0]), ast.Eq)()
+        statement = self.parents.get(id(compare))
+        if isinstance(statement, ast.If) and statement.test is compare:
+            return isinstance(op, (ast.Gt, ast.NotEq)) and isinstance(statement.body[-1], ast.Raise)
+        if isinstance(statement, ast.Assert) and statement.test is compare:
+            return isinstance(op, (ast.Eq, ast.LtE))
+        return False
 
     def _imported(self, alias: ast.alias) -> str:
         statement = self.parents.get(id(alias))
