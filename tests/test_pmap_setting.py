@@ -147,3 +147,19 @@ def test_a_step_built_in_a_loop_from_a_function_made_outside_it_stays():
             "    n = jax.local_device_count()\n    for _ in range(3):\n        jax.pmap(step)(jax.numpy.zeros((n, 2)))\n")
     site = _site(code)
     assert not site.rewritable and "inside a loop" in site.reason
+
+
+@pytest.mark.parametrize(("guard", "one_process"), [
+    ("if jax.process_count() > 1:\n    raise ValueError('one host only')\n", True),
+    ("process_count = jax.process_count()\nif process_count > 1:\n    raise ValueError('one host only')\n", True),
+    ("assert jax.process_count() == 1\n", True),
+    ("if 1 != jax.process_count():\n    raise SystemExit\n", True),
+    ("if jax.process_count() > 1:\n    print('several hosts')\n", False),
+    ("process_count = jax.process_count()\nif process_count > 1:\n    raise ValueError\nshards = process_count * 2\n",
+     False),
+])
+def test_a_process_count_read_only_to_refuse_several_processes_shows_one(guard, one_process):
+    # brax's ES and ARS: `if process_count > 1: raise ValueError(...)`.
+    site = _site(driven(guard + "step = jax.pmap(f, 'i')\nreturn step(x)\n"))
+    assert site.rewritable is one_process
+    assert one_process or "several processes" in site.reason
