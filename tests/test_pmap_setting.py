@@ -163,3 +163,43 @@ def test_a_process_count_read_only_to_refuse_several_processes_shows_one(guard, 
     site = _site(driven(guard + "step = jax.pmap(f, 'i')\nreturn step(x)\n"))
     assert site.rewritable is one_process
     assert one_process or "several processes" in site.reason
+
+
+_SUBSET = """import jax
+
+def train(max_devices=None):
+    n = jax.local_device_count()
+    if max_devices:
+        n = min(n, max_devices)
+
+    def episode(params, key):
+        return params * jax.random.normal(key, params.shape)
+
+    step = jax.pmap(episode)
+
+    @jax.jit
+    def epoch(params, key):
+        params = jax.numpy.reshape(params, (n, -1) + params.shape[1:])
+        {keys}
+        return step(params, keys)
+{after}
+    return epoch(jax.numpy.ones((8, 3)), jax.random.PRNGKey(0))
+"""
+
+
+def test_a_step_mapped_over_a_named_count_of_devices_gets_a_mesh_of_that_many():
+    # brax's ES / ARS: every local device, or at most max_devices_per_host of them; the step is
+    # called in a jitted closure. pmap ran on the first n devices, the mesh holds those.
+    code = _SUBSET.format(keys="keys = jax.random.split(key, n)", after="")
+    assert _site(code).rewritable
+    text = rewrite_module(code).text
+    assert "mesh = jax.make_mesh(\n        (n,),\n        (\"devices\",),\n        devices=jax.local_devices()[:n],\n" in text
+
+
+@pytest.mark.parametrize(("keys", "after", "reason"), [
+    ("keys = jax.random.split(key, jax.local_device_count())", "", "argument 2"),  # two counts
+    ("keys = jax.random.split(key, n)", "    n = 2\n", "argument 1"),  # rebound after the step is built
+])
+def test_a_named_count_must_be_the_one_count_and_settled_before_the_step(keys, after, reason):
+    site = _site(_SUBSET.format(keys=keys, after=after))
+    assert not site.rewritable and reason in site.reason

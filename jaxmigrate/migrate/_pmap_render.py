@@ -46,7 +46,7 @@ class _Mesh:
     name: str
     statement: str  # the assignment that makes it, indented ("" when the module has it already)
     before: ast.AST  # the statement of the driving function it is inserted before
-    key: tuple[int, str]  # the function and the axis it is the mesh of
+    key: tuple[int, str, str | None]  # the function, the axis, and the device count when not every device
 
 
 class Rewriter:
@@ -55,7 +55,7 @@ class Rewriter:
     def __init__(self, module: ParsedModule, plan: Plan) -> None:
         self.module = module
         self.plan = plan
-        self.meshes: dict[tuple[int, str], _Mesh] = {}  # by function and Axis.key
+        self.meshes: dict[tuple[int, str, str | None], _Mesh] = {}  # by function, Axis.key and count
         names = module.names
         # Asked per site, computed once: a scan per site is quadratic in pmap-dense files.
         self._inner_names = {name for s in names.scopes if s is not names.module_scope for name in s.bindings}
@@ -74,7 +74,7 @@ class Rewriter:
         scratch = Plan()
         namer = Namer(module, scratch)
         # A decorator's mesh goes above the def it decorates, not between its decorators.
-        mesh = self._mesh(options.axis, app.mapped if app.kind == "decorator" else app.node, namer)
+        mesh = self._mesh(options.axis, app.mapped if app.kind == "decorator" else app.node, namer, app.mesh_devices)
         jax = self._jax_at(app.ref, namer)
         spec = namer.sharding("PartitionSpec", "P")
         axis = module.segment(options.axis.expr) if options.axis.expr is not None else json.dumps(options.axis.key)
@@ -219,27 +219,33 @@ class Rewriter:
 
     # -- the mesh, in the function that builds the step ------------------------------------------
 
-    def _mesh(self, axis: Axis, node: ast.AST, namer: Namer) -> _Mesh:
+    def _mesh(self, axis: Axis, node: ast.AST, namer: Namer, count: str | None = None) -> _Mesh:
         """The mesh of ``axis`` in the function that builds the step (``_pmap_setting``: never at
         import): planned already, one the module builds at import anyway, or new, just before the
-        statement of the function's body that applies pmap."""
+        statement of the function's body that applies pmap. Over every device, or over the first
+        ``count`` local devices where the step maps that many (pmap ran on as many devices as the
+        mapped axis is long)."""
         function = self._function_of(node)
-        known = self.meshes.get((id(function), axis.key))
+        key = (id(function), axis.key, count)
+        known = self.meshes.get(key)
         if known is not None:
             return known
         statement = node
         while self.module.parent_of(statement) is not function:
             statement = self.module.parent_of(statement)
-        existing = self._existing_mesh(axis, self.module.top_level(node)) or self._local_mesh(axis, function, statement)
-        if existing is not None:
-            return _Mesh(existing, "", function, (id(function), axis.key))
+        if count is None:
+            existing = self._existing_mesh(axis, self.module.top_level(node)) or self._local_mesh(axis, function, statement)
+            if existing is not None:
+                return _Mesh(existing, "", function, key)
         jax = self._module_jax(namer)
         text = self.module.segment(axis.expr) if axis.expr is not None else json.dumps(axis.key)
         stem = axis.value if axis.value is not None else axis.key.strip("<>").rpartition(".")[2].lower()
         name = self._mesh_name(stem)
         indent = self._indent_of(statement.lineno)
-        return _Mesh(name, f"{indent}{name} = {jax}.make_mesh(({jax}.device_count(),), ({text},), "
-                           f"axis_types=({jax}.sharding.AxisType.Auto,))", statement, (id(function), axis.key))
+        shape = f"{jax}.device_count()" if count is None else count
+        devices = "" if count is None else f"devices={jax}.local_devices()[:{count}], "
+        return _Mesh(name, f"{indent}{name} = {jax}.make_mesh(({shape},), ({text},), {devices}"
+                           f"axis_types=({jax}.sharding.AxisType.Auto,))", statement, key)
 
     def _function_of(self, node: ast.AST) -> ast.AST:
         parent = self.module.parent_of(node)

@@ -44,6 +44,7 @@ _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
 _APP_RUN = frozenset({"absl.app.run"})
+_RESHAPES = frozenset({"jax.numpy.reshape", "numpy.reshape"})
 _FILLED = frozenset(f"{module}.{name}" for module in ("jax.numpy", "numpy")
                     for name in ("zeros", "ones", "empty", "full"))
 
@@ -79,7 +80,10 @@ def setting_reason(planner: Planner, app: Application, apps: list[Application]) 
             return (f"the step is built in `{driver.name}`, which is not shown to run once (only a call from "
                     "`if __name__ == \"__main__\":` or `app.run` shows it): each call would compile the step "
                     "again, where pmap's cache compiled it once")
-    return _DeviceAxis(planner, function, apps).reason(app)
+    axis = _DeviceAxis(planner, function, apps)
+    reason = axis.reason(app)
+    app.mesh_devices = axis.named_count(app) if reason is None else None
+    return reason
 
 
 def _made_in(module, app: Application, scope: ast.AST) -> bool:
@@ -165,15 +169,30 @@ def _main_block(module, node: ast.AST) -> ast.If | None:
 
 
 class _DeviceAxis:
-    """Which values of the driver are shown to have the device count as their leading axis."""
+    """Which values of the driver (and of the functions nested in it, which call the step as a
+    closure) are shown to have the device count as their leading axis.
+
+    The count is every local device (``jax.local_device_count()``), or one name of the driver bound
+    before the step is built and never after (brax's ``local_devices_to_use``, at most the device
+    count): pmap then ran on that many devices, and the rewrite's mesh holds the first that many
+    (``named_count``). Every mapped value of every call must show the same count."""
 
     def __init__(self, planner: Planner, driver: ast.FunctionDef, apps: list[Application]) -> None:
         self.apps = apps
         self.module = planner.module
         self.names = planner.module.names
         self.driver = driver
+        self._count: tuple | None = None  # the count the mapped values showed so far
+
+    def named_count(self, app: Application) -> str | None:
+        """The driver's name of the count the step maps over, when it is not every device."""
+        if self._count is None or self._count[0] != "name":
+            return None
+        return self._count[1]
 
     def reason(self, app: Application) -> str | None:
+        self._count = None
+        self._built_at = self._statement_index(app.mapped if app.kind == "decorator" else app.node, self.driver)
         calls = self._calls(app)
         if isinstance(calls, str):
             return calls
@@ -242,6 +261,8 @@ class _DeviceAxis:
             return self.device_count(node.args[1])
         if qualified == "jax.device_put" and node.args:  # placed as it is (the tool's own replicate): the axis stays
             return self.sized(node.args[0], seen)
+        if qualified in _RESHAPES and len(node.args) == 2:  # jnp.reshape(x, (n, -1) + x.shape[1:])
+            return self._leading_device_count(node.args[1])
         if isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and node.args:
             shape = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=list(node.args), ctx=ast.Load())
             return self._leading_device_count(shape)
@@ -262,28 +283,32 @@ class _DeviceAxis:
 
     def _reaching(self, use: ast.Name) -> list:
         """The bindings of ``use`` that may reach it: a binding is left out when an assignment of
-        the name in a statement of the driver's body, run unconditionally, comes between it and the
-        statement of the use (``params = replicate(params)`` hides the unreplicated ``params``)."""
+        the name in a statement of the body of the use's function, run unconditionally, comes
+        between it and the statement of the use (``params = replicate(params)`` hides the
+        unreplicated ``params``). A name of an enclosing function (a closure) may hold any of its
+        values when the nested function runs."""
         bindings = self.names.bindings(use)
-        at = self._statement_index(use)
-        kills = [self._statement_index(b) for b in bindings if self._assigned_unconditionally(b)]
-        return [b for b in bindings if not any(self._statement_index(b) < k < at for k in kills)]
+        function = _innermost_function(self.module, use)
+        if any(_innermost_function(self.module, self._anchor(b)) is not function for b in bindings):
+            return bindings
+        at = self._statement_index(use, function)
+        kills = [self._statement_index(b, function) for b in bindings if self._assigned_unconditionally(b, function)]
+        return [b for b in bindings if not any(self._statement_index(b, function) < k < at for k in kills)]
 
     def _anchor(self, binding) -> ast.AST | None:
         return binding.value if isinstance(binding, ValueBinding) else getattr(binding, "node", None)
 
-    def _statement_index(self, node) -> int:
-        """The index in the driver's body of the statement holding ``node`` (a node or a binding);
-        -1 for the driver's parameters and anything outside it."""
+    def _statement_index(self, node, function: ast.AST) -> int:
+        """The index in ``function``'s body of the statement holding ``node`` (a node or a
+        binding); -1 for its parameters and anything outside it."""
         node = node if isinstance(node, ast.AST) else self._anchor(node)
-        while node is not None and self.module.parent_of(node) is not self.driver:
+        while node is not None and self.module.parent_of(node) is not function:
             node = self.module.parent_of(node)
-        body = self.driver.body
-        return next((i for i, statement in enumerate(body) if statement is node), -1)
+        return next((i for i, statement in enumerate(function.body) if statement is node), -1)
 
-    def _assigned_unconditionally(self, binding) -> bool:
+    def _assigned_unconditionally(self, binding, function: ast.AST) -> bool:
         """``binding`` is made by an assignment (``x = ...``, ``x, y = ...``) that is itself a
-        statement of the driver's body."""
+        statement of ``function``'s body."""
         anchor = self._anchor(binding)
         parent = self.module.parent_of(anchor) if anchor is not None else None
         if isinstance(binding, ValueBinding):
@@ -294,7 +319,7 @@ class _DeviceAxis:
                 return False
         else:
             return False
-        return isinstance(statement, (ast.Assign, ast.AnnAssign)) and self.module.parent_of(statement) is self.driver
+        return isinstance(statement, (ast.Assign, ast.AnnAssign)) and self.module.parent_of(statement) is function
 
     def _binding_sized(self, binding, seen: set[int]) -> bool:
         if isinstance(binding, ValueBinding):
@@ -321,11 +346,60 @@ class _DeviceAxis:
         return False
 
     def device_count(self, node: ast.expr) -> bool:
+        """``node`` is the count the step maps over: every local device, or the driver's one named
+        count; the first count a mapped value shows is the one every other must show."""
+        count = self._count_of(node)
+        if count is None:
+            return False
+        if self._count is None:
+            self._count = count
+        return self._count == count
+
+    def _count_of(self, node: ast.expr) -> tuple | None:
+        if self._every_device(node):
+            return ("every",)
+        if isinstance(node, ast.Name) and self._named_count(node):
+            return ("name", node.id)
+        return None
+
+    def _every_device(self, node: ast.expr) -> bool:
         if isinstance(node, ast.Call):
             return not node.args and not node.keywords and self.names.qualified_name(node.func) in _DEVICE_COUNTS
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
-            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.device_count(bindings[0].value)
+            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._every_device(bindings[0].value)
+        return False
+
+    def _named_count(self, name: ast.Name) -> bool:
+        """A name every binding of which is an assignment in the driver (not in a function nested
+        in it) before the statement that builds the step (so the mesh built there sees the value every call sees),
+        of an int the module computes: the device count, ``min(...)`` of counts, or such a name.
+        Declared ``global`` or ``nonlocal`` anywhere, it could change behind the step's back."""
+        bindings = self.names.bindings(name)
+        if not bindings or any(name.id in (scope.globals | scope.nonlocals) for scope in self.names.scopes):
+            return False
+        for binding in bindings:
+            # Under an `if` too (brax: `if max_devices_per_host: n = min(n, max_devices_per_host)`).
+            if not isinstance(binding, ValueBinding) or _innermost_function(self.module, binding.value) is not self.driver:
+                return False
+            if not 0 <= self._statement_index(binding, self.driver) < self._built_at:
+                return False
+            if not self._count_value(binding.value, {id(name)}):
+                return False
+        return True
+
+    def _count_value(self, node: ast.expr, seen: set[int]) -> bool:
+        if self._every_device(node):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min" \
+                and not self.names.bindings(node.func) and not self.names.star_imports:  # the builtin
+            return bool(node.args) and not node.keywords and any(self._count_value(a, seen) for a in node.args)
+        if isinstance(node, ast.Name):
+            if id(node) in seen:  # `n = min(n, k)`: no larger than the n it was
+                return True
+            bindings = self.names.bindings(node)
+            return bool(bindings) and all(isinstance(b, ValueBinding) and self._count_value(b.value, seen | {id(node)})
+                                          for b in bindings)
         return False
 
     def _all_devices(self, node: ast.expr) -> bool:
@@ -333,7 +407,8 @@ class _DeviceAxis:
             and self.names.qualified_name(node.func) in _ALL_DEVICES
 
     def _in_driver(self, node: ast.AST) -> bool:
-        return _enclosing_function(self.module, node) is self.driver
+        """In the driver, or in a function nested in it (a closure that calls the step)."""
+        return _within(self.module, node, self.driver)
 
 
 def _mapped_positions(app: Application):

@@ -81,6 +81,9 @@ class Application:
     # Why the exact rewrite is not right where the module runs it (``_pmap_setting``); unlike
     # ``reason``, it does not bar the global view, which builds no mesh at the step.
     setting: str | None = None
+    # The driver's name of the count the step maps over when it is not every device (brax's
+    # `local_devices_to_use`): the rewrite's mesh holds the first that many local devices.
+    mesh_devices: str | None = None
 
     @property
     def exact_reason(self) -> str | None:
