@@ -8,7 +8,9 @@ local rebinding (``pm = jax.pmap``), ``functools.partial(jax.pmap, ...)`` and Py
 
 The analysis is flow-insensitive within a scope: every binding of a name in a scope is a candidate.
 A name bound both by ``from jax import pmap`` and by a ``def pmap`` resolves to two candidates,
-``jax.pmap`` and ``LOCAL``; rules then report without a fix rather than guess.
+``jax.pmap`` and ``LOCAL``; rules then report without a fix rather than guess. The one exception
+is a name imported several times by unconditional statements of its scope and read below all of
+them: only the last import reaches it (``_reaching``).
 
 Following rebindings enumerates paths through them (``x = x.T`` bound k times in one scope has k!
 orders), so one question gets at most ``STEPS`` steps; past them the answer is ``LOCAL`` alone, the
