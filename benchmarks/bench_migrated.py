@@ -15,8 +15,10 @@ The programs are the repository's runtime fixtures and shipped legacy examples:
   axis is dropped where its slices agree, as in the test suite.
 
 ``--programs FILE.json`` adds more: a list of ``{"name", "old", "new"?, "entries"?, "inputs"?,
-"processes"?, "devices"?, "old_python"?}`` (paths relative to the file; no ``new``: generated as
-above; no ``entries``: ``["main"]``). The real-program corpus (issue 18) is meant to come in this way.
+"processes"?, "devices"?, "old_python"?, "new_python"?}`` (paths relative to the file; no ``new``:
+generated as above; no ``entries``: ``["main"]``; no ``new_python``: this interpreter). The
+real-program corpus (issue 18) comes in this way: ``benchmarks/real_programs.py --programs-json
+FILE.json`` writes its pairs, each with the venvs it runs on.
 
 The old side runs on this interpreter; when it cannot (an API JAX removed), on the cached jax 0.4.30
 venv, then on the one with flax 0.8.5 (``jaxmigrate.runtime_checks.legacy_env``); the table says
@@ -67,6 +69,7 @@ class Program:
     processes: int = 1
     devices: int | None = None
     old_python: str | None = None
+    new_python: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -115,7 +118,8 @@ def extra_programs(spec: Path) -> list[Program]:
     base = spec.resolve().parent
     return [Program(item["name"], base / item["old"], base / item["new"] if item.get("new") else None,
                     item.get("entries", ["main"]), inputs=item.get("inputs"), processes=item.get("processes", 1),
-                    devices=item.get("devices"), old_python=item.get("old_python"))
+                    devices=item.get("devices"), old_python=item.get("old_python"),
+                    new_python=item.get("new_python"))
             for item in json.loads(spec.read_text())]
 
 
@@ -150,6 +154,7 @@ def run(program: Program, workdir: Path, args: argparse.Namespace):
     for python in pythons:
         report = verify(program.old, new, program.entries, devices=program.devices or args.devices,
                         processes=program.processes, inputs=program.inputs, old_python=python,
+                        new_python=program.new_python,
                         unreplicate="old", timing=True, warmup=args.warmup, repeat=args.repeat,
                         timeout=args.timeout)
         if not _old_failed_to_run(report):

@@ -264,7 +264,9 @@ def _leaf_to_numpy(jax, np, leaf):
     """(array numpy can save without pickle, dtype name as JAX knows it, note)."""
     dtype = getattr(leaf, "dtype", None)
     value, name, note = leaf, None, ""
-    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    # JAX before typed keys (0.4.13, the oldest that installs on Python 3.11) has no prng_key.
+    prng_key = getattr(jax.dtypes, "prng_key", None)
+    if dtype is not None and prng_key is not None and jax.dtypes.issubdtype(dtype, prng_key):
         value, name, note = jax.random.key_data(leaf), "key<%s>" % dtype, "typed PRNG key: key data compared"
     if isinstance(value, jax.Array) and not value.is_fully_addressable:
         try:

@@ -1,0 +1,68 @@
+"""brax 0.0.16's SAC (`brax/training/agents/sac/train.py`, a pmap training program) on
+brax's own `fast` environment for a few steps. Only sizes, steps and the seed are chosen here."""
+
+import jax
+import numpy as np
+
+
+# brax 0.0.16's `brax/jumpy.py` (imported by all of brax) asks JAX's internals two questions, and
+# no JAX installable here answers them as the JAX of its day (<= 0.4.3, no such jaxlib installs):
+# - `_in_jit()` is `jax.core.cur_sublevel().level > 0`, true inside `jit` only while jit was a call
+#   primitive; false on every later JAX (its vectorised env wrappers then `numpy.stack` tracers),
+#   and the name is gone from JAX 0.4.36 on. Every env call of these programs is traced (jit,
+#   pmap): the answer is True.
+# - `_which_np` tests `isinstance(a, jax.interpreters.batching.BatchTracer)`, a name gone from JAX
+#   0.9 on (the migrated brax fails at import without it); every tracer is a `jax.Array` there, so
+#   the test adds nothing: `jax.core.Tracer` stands in where the name is missing.
+# The driver sets both, on both sides alike, before brax is imported: the one change to brax.
+from jax.interpreters import batching as _batching  # noqa: E402
+
+if not hasattr(_batching, "BatchTracer"):
+    _batching.BatchTracer = jax.core.Tracer
+
+# SAC's replay buffer module annotates a class with `jax.experimental.maps.Mesh` and
+# `jax.experimental.pjit.PartitionSpec`, moved to `jax.sharding` and removed in JAX 0.4.11, before
+# the oldest JAX that installs here (0.4.13): the old side gets them back where they are missing.
+# (The migrated module names `jax.sharding`'s, and JAX 0.10 has no `jax.experimental.maps`.)
+try:
+    from jax.experimental import maps as _maps, pjit as _pjit
+except ImportError:
+    _maps = _pjit = None
+if _maps is not None and not hasattr(_maps, "Mesh"):
+    _maps.Mesh = jax.sharding.Mesh
+if _pjit is not None and not hasattr(_pjit, "PartitionSpec"):
+    _pjit.PartitionSpec = jax.sharding.PartitionSpec
+
+from brax import envs  # noqa: E402
+from brax import jumpy  # noqa: E402
+from brax.training.agents.sac import train as sac  # noqa: E402
+
+jumpy._in_jit = lambda: True
+
+
+def main():
+    _, params, metrics = sac.train(
+        envs.get_environment("fast"),
+        num_timesteps=768,
+        episode_length=16,
+        num_envs=16,
+        num_eval_envs=16,
+        batch_size=16,
+        min_replay_size=64,
+        max_replay_size=1024,
+        grad_updates_per_step=2,
+        num_evals=2,
+        normalize_observations=True,
+        seed=4,
+    )
+    return {"params": _numpy(params), "metrics": _deterministic(metrics)}
+
+
+def _numpy(tree):
+    return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def _deterministic(metrics):
+    """The metrics without wall-clock figures (steps per second, seconds)."""
+    return {k: np.asarray(v) for k, v in sorted(metrics.items()) if "sps" not in k and "time" not in k}
+
