@@ -310,3 +310,21 @@ def test_a_replication_fed_to_a_kept_pmap_lands_on_the_pmaps_own_mesh():
     # A value no pmap of the module consumes keeps the mesh of its own.
     other = text.replace("params = step(params, x)", "params = params")
     assert '("devices",)' in fix_text(other, "t.py", all_rules(), (0, 10), unsafe=True).text
+
+
+def test_a_replication_fed_to_a_kept_pmap_through_a_wrapper_lands_on_its_mesh():
+    # brax 0.0.16's APG: a multi-host trainer replicates onto a subset of the local devices and
+    # calls its step through a timing wrapper; on a ("devices",) mesh the step compiled twice.
+    text = (
+        "import jax\n\n\n"
+        "def train(state, keys, n):\n"
+        "    process_id = jax.process_index()\n"
+        "    def epoch(s, k):\n        return jax.lax.pmean(s, 'i') + k\n"
+        "    epoch = jax.pmap(epoch, axis_name='i')\n"
+        "    def epoch_with_timing(s, k):\n        s = epoch(s, k)\n        return s\n"
+        "    state = jax.device_put_replicated(state, jax.local_devices()[:n])\n"
+        "    for k in keys:\n        state = epoch_with_timing(state, k)\n"
+        "    return state, process_id\n"
+    )
+    fixed = fix_text(text, "t.py", all_rules(), (0, 10), unsafe=True).text
+    assert 'NamedSharding(Mesh(devices, ("i",)), P("i"))' in fixed, fixed

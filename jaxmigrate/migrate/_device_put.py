@@ -223,7 +223,7 @@ class _Placements:
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
         step_mesh = self.step_mesh(tree) if which and devices is None or which and not (
             devices.args or devices.keywords) else None
-        kept_axis = self.kept_pmap_axis(tree) if step_mesh is None and which else None
+        kept_axis = self.kept_pmap_axis(tree) if step_mesh is None else None
         sharding = self.on_mesh(*step_mesh) if step_mesh is not None else self.sharding(text, kept_axis)
         text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", sharding)
         reasons = [] if keys or _strong(module, tree) else [WEAK_TYPES]
@@ -309,20 +309,19 @@ class _Placements:
 
     def kept_pmap_axis(self, node: ast.expr) -> str | None:
         """The axis name of the pmap the replicated value is passed to, when every call in its scope
-        passes it to pmaps of one literal axis: JAX 0.10's pmap lays its inputs out over
-        ``Mesh(devices, (axis,))``, so a value placed on that mesh (in one process, where the local
-        devices are pmap's devices) is not placed again, and the step compiles once, as before."""
+        passes it to pmaps of one literal axis, directly or through a function of the module that
+        passes that parameter on (brax's ``training_epoch_with_timing(training_state, key)``):
+        JAX 0.10's pmap lays its inputs out over ``Mesh(devices, (axis,))``, so a value placed on
+        that mesh is not placed again, and the step compiles once, as before. The name is all this
+        decides: in several processes the devices stay the local ones the value was placed on."""
         from jaxmigrate.migrate._pmap_sites import INTERNAL_AXIS, planner_of
 
         module = self.module
-        if self.multi_process:
-            return None
         call = module.parent_of(node)
         statement = module.parent_of(call)
         if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Name)):
             return None
-        name = statement.targets[0].id
         steps = {}
         for app in planner_of(module).applications():
             if app.options is None:
@@ -330,23 +329,41 @@ class _Placements:
             axis = app.options.axis.value if app.options.axis.expr is not None else INTERNAL_AXIS
             key = app.mapped if app.kind == "decorator" else app.node
             steps[id(key)] = (axis, app.options)
-        axes = set()
+        axes = self._pmap_axes(statement.targets[0].id, lambda b: getattr(b, "value", None) is call, steps, depth=2)
+        return axes.pop() if axes is not None and len(axes) == 1 else None
+
+    def _pmap_axes(self, name: str, bound, steps: dict, depth: int) -> set | None:
+        """The axes of the pmaps the reads of ``name`` (those bound by ``bound``) are passed to;
+        None when one goes to a pmap whose axis or mapping this cannot tell."""
+        module = self.module
+        axes: set = set()
         for _, use in module.names_at.get(name, ()):
-            if not isinstance(use.ctx, ast.Load) or not any(
-                    getattr(b, "value", None) is call for b in module.names.bindings(use)):
+            if not isinstance(use.ctx, ast.Load) or not any(bound(b) for b in module.names.bindings(use)):
                 continue
             parent = module.parent_of(use)
             if not (isinstance(parent, ast.Call) and use in parent.args and isinstance(parent.func, ast.Name)):
                 continue  # read otherwise: the values are the same on any layout
-            found = [steps.get(id(getattr(b, "node", None) or getattr(b, "value", None)))
-                     for b in module.names.bindings(parent.func)]
+            bindings = module.names.bindings(parent.func)
+            found = [steps.get(id(getattr(b, "node", None) or getattr(b, "value", None))) for b in bindings]
             found = [f for f in found if f is not None]
-            if not found:
+            if found:
+                if len(found) != 1 or found[0][0] is None or found[0][1].in_axes is not None:
+                    return None
+                axes.add(found[0][0])
                 continue
-            if len(found) != 1 or found[0][0] is None or found[0][1].in_axes is not None:
-                return None
-            axes.add(found[0][0])
-        return axes.pop() if len(axes) == 1 else None
+            # A function of the module that takes the value as a plain positional parameter.
+            defs = [b.node for b in bindings if isinstance(getattr(b, "node", None), (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if depth and len(defs) == 1 and len(bindings) == 1:
+                params = defs[0].args
+                index = parent.args.index(use)
+                if params.posonlyargs or params.vararg or index >= len(params.args):
+                    continue
+                param = params.args[index]
+                inner = self._pmap_axes(param.arg, lambda b, p=param: getattr(b, "node", None) is p, steps, depth - 1)
+                if inner is None:
+                    return None
+                axes |= inner
+        return axes
 
     def step_mesh(self, node: ast.expr) -> tuple[str, str] | None:
         """The mesh a pmapped step of this function is built over, when the value is replicated onto
