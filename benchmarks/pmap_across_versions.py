@@ -7,8 +7,9 @@ interpreter's JAX, on 8 forced CPU devices.
 Where ``bench_migrated.py`` finds a migrated program that keeps its pmap slower than the original,
 the original ran on jax 0.4.30 and the migrated program on 0.10.2: this separates what JAX 0.10's
 pmap (``jit`` over ``shard_map``) costs by itself from what the migration changed. Prints, per
-JAX: the median and interquartile range of one synchronised call of the step, and of reading
-device 0's copy (``x[0]``, which on 0.10's global arrays is a compiled gather).
+JAX: the median and interquartile range of one synchronised call of the step, of reading device
+0's copy (``x[0]``, which on 0.10's global arrays is a compiled gather), and how many times a pmap
+fed a numpy array and then its own outputs (jaxline's global-step counter) compiles in 3 calls.
 """
 
 from __future__ import annotations
@@ -69,13 +70,33 @@ print(json.dumps({"jax": jax.__version__, "step": timed(one_step),
                   "first_copy": timed(lambda: state["params"]["w1"][0])}))
 """
 
+# In a process of its own, so that nothing else compiles while it counts.
+COUNTER = r"""
+import json
+import numpy as np
+import jax
+
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: compiles.append(event) if event == "/jax/core/compile/backend_compile_duration" else None)
+counter = jax.pmap(lambda s: s + 1)
+steps = np.broadcast_to(np.int32(0), [jax.local_device_count()])
+for _ in range(3):
+    steps = counter(steps)
+jax.block_until_ready(steps)
+print(json.dumps({"counter_compiles": len(compiles)}))
+"""
+
 
 def run(python: str, devices: int, calls: int) -> dict:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([python, "-c", PROGRAM, str(calls)], env=env, capture_output=True, text=True,
-                          timeout=600, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    row = {}
+    for program in (PROGRAM, COUNTER):
+        done = subprocess.run([python, "-c", program, str(calls)], env=env, capture_output=True, text=True,
+                              timeout=600, check=True)
+        row.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    return row
 
 
 def _ms(span: list[float]) -> str:
@@ -94,10 +115,11 @@ def main() -> int:
     rows = [run(str(legacy.python), args.devices, args.calls),
             run(sys.executable, args.devices, args.calls)]
     print(f"{args.devices} CPU devices, {args.calls} timed calls after 3 warm-up, load {os.getloadavg()[0]:.2f}")
-    print("| JAX | pmap train step: median (IQR) | x[0] of a replicated leaf: median (IQR) |")
-    print("|---|---|---|")
+    print("| JAX | pmap train step: median (IQR) | x[0] of a replicated leaf: median (IQR) "
+          "| compilations of a pmap fed numpy, then its outputs (3 calls) |")
+    print("|---|---|---|---|")
     for row in rows:
-        print(f"| {row['jax']} | {_ms(row['step'])} | {_ms(row['first_copy'])} |")
+        print(f"| {row['jax']} | {_ms(row['step'])} | {_ms(row['first_copy'])} | {row['counter_compiles']} |")
     old, new = rows
     print(f"new/old: step {new['step'][0] / old['step'][0]:.2f}, x[0] {new['first_copy'][0] / old['first_copy'][0]:.2f}")
     return 0

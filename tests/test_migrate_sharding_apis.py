@@ -328,3 +328,18 @@ def test_a_replication_fed_to_a_kept_pmap_through_a_wrapper_lands_on_its_mesh():
     )
     fixed = fix_text(text, "t.py", all_rules(), (0, 10), unsafe=True).text
     assert 'NamedSharding(Mesh(devices, ("i",)), P("i"))' in fixed, fixed
+
+
+@pytest.mark.parametrize(("pmaps", "axis"), [
+    ("sync = jax.pmap(lambda x: jax.lax.psum(x, 'i'), 'i')\n", "i"),  # jaxline's utils.py
+    ("", "devices"),  # no pmap to follow
+    ("a = jax.pmap(abs, 'i')\nb = jax.pmap(abs, 'j')\n", "devices"),  # two conventions
+])
+def test_a_returned_replication_takes_the_one_axis_the_modules_pmaps_name(pmaps, axis):
+    # jaxline 0.0.8's bcast_local_devices is consumed by the pmaps of other modules; over
+    # ("devices",) their step compiled once more per run than the original.
+    text = ("import jax\n\n" + pmaps + "\n\ndef bcast_local_devices(value):\n    devices = jax.local_devices()\n"
+            "    return jax.tree_util.tree_map(\n"
+            "        lambda v: jax.device_put_sharded(len(devices) * [v], devices), value)\n")
+    fixed = fix_text(text, "t.py", all_rules(), (0, 10), unsafe=True).text
+    assert f'NamedSharding(Mesh(devices, ("{axis}",)), P("{axis}"))' in fixed, fixed

@@ -319,9 +319,6 @@ class _Placements:
         module = self.module
         call = module.parent_of(node)
         statement = module.parent_of(call)
-        if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)):
-            return None
         steps = {}
         for app in planner_of(module).applications():
             if app.options is None:
@@ -329,8 +326,26 @@ class _Placements:
             axis = app.options.axis.value if app.options.axis.expr is not None else INTERNAL_AXIS
             key = app.mapped if app.kind == "decorator" else app.node
             steps[id(key)] = (axis, app.options)
+        if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            return self._returned_axis(call, steps)
         axes = self._pmap_axes(statement.targets[0].id, lambda b: getattr(b, "value", None) is call, steps, depth=2)
         return axes.pop() if axes is not None and len(axes) == 1 else None
+
+    def _returned_axis(self, call: ast.Call, steps: dict) -> str | None:
+        """A replication a helper returns (jaxline's ``bcast_local_devices``: ``return
+        tree_map(lambda v: device_put_sharded(len(devices) * [v], devices), value)``) is consumed
+        where this module cannot see. Where every pmap of the module names one axis, the module's
+        programs pmap over that axis: the value is laid out there (values are the same on any
+        layout; only whether the consuming pmap places them again depends on the name)."""
+        node = call
+        while node is not None and not isinstance(node, ast.stmt):
+            node = self.module.parent_of(node)
+        named = {axis for axis, options in steps.values() if options.axis.expr is not None}
+        unnamed = any(options.axis.expr is None for _, options in steps.values())
+        if isinstance(node, ast.Return) and len(named) == 1 and not unnamed and None not in named:
+            return next(iter(named))
+        return None
 
     def _pmap_axes(self, name: str, bound, steps: dict, depth: int) -> set | None:
         """The axes of the pmaps the reads of ``name`` (those bound by ``bound``) are passed to;
