@@ -69,15 +69,20 @@ class LegacyPmap(LegacyNameRule):
       calls `jax.distributed.initialize()` fails. A pmap applied at module level keeps pmap;
     - built once: in the program's driver (a function called from `if __name__ == "__main__":`
       or handed to `app.run`), not in a loop; pmap caches the compiled step by function, a new
-      `jax.jit` object compiles again;
+      `jax.jit` object compiles again. Unless the function pmap maps is itself made anew there (a
+      nested def, a lambda, a `partial`, as brax's `train()` makes its steps): pmap compiled it
+      anew at each call too;
     - over the device count pmap took from the data: pmap maps over `jax.devices()[:n]`, n the
-      length of the mapped axis, and the mesh spans every device, so every call must pass values
-      shown to have the device count as their mapped axis (`replicate`, `shard`, a reshape to the
-      device count, `device_put_replicated` to every device, a key split into one per device, or
-      the step's own outputs);
+      length of the mapped axis, so every call must pass values shown to have one count as their
+      mapped axis (`replicate`, `shard`, a reshape, zeros / ones / full or a broadcast to that
+      count, `device_put_replicated` to every device, a key split into one per device, or the
+      step's own outputs). The count is every device (the mesh spans them), or a name the driver
+      binds before the step and never after (brax's `local_devices_to_use`, at most
+      `max_devices_per_host`): the mesh then holds `jax.local_devices()[:n]`;
     - in one process: with several (`jax.process_index`, `jax.process_count`, `jax.distributed`,
       `multihost_utils`), pmap takes and returns each process's own slices and makes them global
-      itself, `jax.jit` over a mesh takes global arrays.
+      itself, `jax.jit` over a mesh takes global arrays. A `process_count()` read only to refuse
+      several processes (`if process_count > 1: raise ...`) shows one.
 
     Not offered either (the finding says why): nested pmaps, `devices=`, `backend=`, `axis_size=`,
     `out_axes` with a `None`, options computed at run time, calls of the mapped function with
