@@ -193,3 +193,30 @@ def test_a_helper_that_is_not_a_replicate_blocks_with_the_line(helper):
     assert not view.possible
     line = next(i + 1 for i, text in enumerate(source.splitlines()) if "return p_step(w, x)" in text)
     assert view.line == line and "argument 1 of `p_step` (`w`) is not made by a replicate" in view.reason
+
+
+_BUILT = (FIXTURES / "mesh_already_built.in.py").read_text()
+
+
+@pytest.mark.parametrize(("mesh", "reused"), [
+    ('Mesh(jax.devices(), ("batch",))', True),
+    ('jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(jax.sharding.AxisType.Auto,))', True),
+    # make_mesh's default axis types are Explicit since JAX 0.9: not the mesh the view builds.
+    ('jax.make_mesh((jax.device_count(),), ("batch",))', False),
+    ('Mesh(jax.devices(), ("model",))', False),  # another axis
+    ('Mesh(jax.devices()[:2], ("batch",))', False),  # not every device
+])
+def test_a_mesh_the_driving_function_already_builds_is_used_not_built_again(mesh, reused):
+    text = _BUILT.replace('Mesh(jax.devices(), ("batch",))', mesh)
+    out = fix(text, {(1, 1)})
+    assert out != text
+    built = out.count("make_mesh(") - text.count("make_mesh(")
+    assert (built == 0) is reused, out
+    assert ("NamedSharding(mesh, P())" in out) is reused
+
+
+def test_a_mesh_name_bound_twice_is_not_used():
+    text = _BUILT.replace('    n = jax.local_device_count()\n',
+                          '    n = jax.local_device_count()\n    if n > 8:\n        mesh = None\n')
+    out = fix(text, {(1, 1)})
+    assert out.count("make_mesh(") == 1 and "NamedSharding(mesh, P())" not in out

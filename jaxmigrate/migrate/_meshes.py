@@ -198,3 +198,42 @@ def _strings(node: ast.AST | None) -> set[str] | None:
         parts = [_strings(e) for e in node.elts]
         return None if any(p is None for p in parts) else set().union(*parts)
     return None
+
+
+def every_device_mesh_axis(module: ParsedModule, call: ast.Call) -> ast.expr | None:
+    """The axis-name expression of ``call`` when it makes the 1-D Auto mesh of every device that
+    the pmap rewrites build (``jax.make_mesh((jax.device_count(),), (axis,), axis_types=(AxisType.Auto,))``
+    or ``jax.sharding.Mesh(jax.devices(), (axis,))``); None for any other call. A mesh the program
+    builds so already is used rather than built again."""
+    names = module.names
+    made_by = names.qualified_name(call.func)
+    args = dict(enumerate(call.args))
+    keywords = {kw.arg: kw.value for kw in call.keywords}
+    if made_by in MAKE_MESH:
+        shape, axes, types = (args.get(i, keywords.get(k)) for i, k in
+                              enumerate(("axis_shapes", "axis_names", "axis_types")))
+        if set(keywords) - {"axis_shapes", "axis_names", "axis_types"} or len(call.args) > 3:
+            return None
+        if not (isinstance(shape, ast.Tuple) and len(shape.elts) == 1 and _calls(module, shape.elts[0], "jax.device_count")):
+            return None
+        # make_mesh's own default is Explicit axes since JAX 0.9: only an explicit Auto is this mesh.
+        if not (isinstance(types, ast.Tuple) and len(types.elts) == 1
+                and names.qualified_name(types.elts[0]) == "jax.sharding.AxisType.Auto"):
+            return None
+    elif made_by == "jax.sharding.Mesh":
+        devices, axes = args.get(0, keywords.get("devices")), args.get(1, keywords.get("axis_names"))
+        if set(keywords) - {"devices", "axis_names"} or len(call.args) > 2:
+            return None
+        if not _calls(module, devices, "jax.devices"):
+            return None
+    else:
+        return None
+    if not (isinstance(axes, (ast.Tuple, ast.List)) and len(axes.elts) == 1):
+        return None
+    return axes.elts[0]
+
+
+def _calls(module: ParsedModule, node: ast.expr | None, qualname: str) -> bool:
+    return isinstance(node, ast.Call) and not node.args and not node.keywords \
+        and module.names.qualified_name(node.func) == qualname
+

@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan, Unprovable
 from jaxmigrate.migrate._pmap_setting import users_jit
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 if TYPE_CHECKING:
     from jaxmigrate.migrate._pmap_sites import Application, Axis, PmapOptions
-
-_MAKE_MESH = frozenset({"jax.make_mesh", "jax.sharding.make_mesh"})
 
 
 @dataclass
@@ -306,31 +305,9 @@ class Rewriter:
         return None
 
     def _is_mesh_of(self, call: ast.Call, axis: Axis) -> bool:
-        names = self.module.names
-        made_by = names.qualified_name(call.func)
-        args = dict(enumerate(call.args))
-        keywords = {kw.arg: kw.value for kw in call.keywords}
-        if made_by in _MAKE_MESH:
-            shape, axes, types = (args.get(i, keywords.get(k)) for i, k in
-                                  enumerate(("axis_shapes", "axis_names", "axis_types")))
-            if set(keywords) - {"axis_shapes", "axis_names", "axis_types"}:
-                return False
-            if not (isinstance(shape, ast.Tuple) and len(shape.elts) == 1 and _is_call_of(names, shape.elts[0], "jax.device_count")):
-                return False
-            if not (isinstance(types, ast.Tuple) and len(types.elts) == 1
-                    and names.qualified_name(types.elts[0]) == "jax.sharding.AxisType.Auto"):
-                return False
-        elif made_by == "jax.sharding.Mesh":
-            devices, axes = args.get(0, keywords.get("devices")), args.get(1, keywords.get("axis_names"))
-            if set(keywords) - {"devices", "axis_names"} or len(call.args) > 2:
-                return False
-            if not _is_call_of(names, devices, "jax.devices"):
-                return False
-        else:
+        named = every_device_mesh_axis(self.module, call)
+        if named is None:
             return False
-        if not (isinstance(axes, (ast.Tuple, ast.List)) and len(axes.elts) == 1):
-            return False
-        named = axes.elts[0]
         if isinstance(named, ast.Constant):
             return named.value == axis.value
         return self._axis_key(named) == axis.key
@@ -407,8 +384,3 @@ def _call(func: str, args: list[str], layout: _Layout | bool = False) -> str:
         return f"{func}({', '.join(args)})"
     inner, newline = layout.indent + layout.unit, layout.newline
     return f"{func}({newline}" + "".join(f"{inner}{a},{newline}" for a in args) + f"{layout.indent})"
-
-
-def _is_call_of(names, node: ast.expr | None, qualname: str) -> bool:
-    return (isinstance(node, ast.Call) and not node.args and not node.keywords
-            and names.qualified_name(node.func) == qualname)

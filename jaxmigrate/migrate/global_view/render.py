@@ -13,6 +13,7 @@ import ast
 import json
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application
 from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step
@@ -84,12 +85,15 @@ class Builder:
             edits.update(analysis.edits)
         for edit in edits.values():
             self._collective(edit)
-        mesh = self._mesh_name()
+        # Only placements read the mesh: a function that just reads values back needs none.
+        placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")]
+        firsts = self._first_placements(placements, drivers.scope_of)
+        built = self._built_mesh(firsts)
+        mesh = built or self._mesh_name()
         for edit in drivers.edits.values():
             self._driver(edit, mesh)
-        # Only placements read the mesh: a function that just reads values back needs none.
-        self._insert_mesh(mesh, [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")],
-                          drivers.scope_of)
+        if built is None:
+            self._insert_mesh(mesh, firsts)
         removed = self._drop_unused_helpers(drivers.edits.values())
         self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
         return self.plan
@@ -418,12 +422,8 @@ class Builder:
         wrapped = self._atom(edit.inner, edit.node) != text
         self._around(edit, "(" if wrapped else "", ")" if wrapped else "")
 
-    def _insert_mesh(self, mesh: str, nodes: list[ast.AST], scope_of) -> None:
-        """The mesh is built where the driving code runs, never at import of a module that did not
-        already run JAX there: at the top of each driving function, just before the first statement
-        that lays out a value (so a ``jax.distributed.initialize()`` above it still runs first), and
-        at module level only for a script whose own top level drives the step. Every copy is the same
-        mesh (same devices, same axis), so no step compiles twice."""
+    def _first_placements(self, nodes: list[ast.AST], scope_of) -> list[tuple[ast.AST, ast.stmt]]:
+        """Per driving scope, the first statement that lays out a value: the mesh goes just above."""
         if not nodes:
             raise Blocked(1, "no call site lays out the step's arguments")
         firsts: dict[int, tuple[ast.AST, ast.stmt]] = {}
@@ -436,12 +436,52 @@ class Builder:
             known = firsts.get(id(scope))
             if known is None or statement.lineno < known[1].lineno:
                 firsts[id(scope)] = (scope, statement)
+        return list(firsts.values())
+
+    def _built_mesh(self, firsts: list[tuple[ast.AST, ast.stmt]]) -> str | None:
+        """The name of a mesh the program already builds where the global view would build its
+        own: in every driving scope, a name bound once, by an assignment of that scope's own body
+        above its first placement, to the 1-D Auto mesh of every device over this axis. It is used
+        instead of building a second, identical mesh."""
+        found = set()
+        for scope, first in firsts:
+            body = getattr(scope, "body", None)
+            if not isinstance(body, list) or isinstance(scope, ast.Module):
+                return None  # module level: the mesh the view builds there is the one a script needs
+            match = None
+            for statement in body:
+                if statement is first or statement.lineno >= first.lineno:
+                    break
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                        and isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.Call):
+                    axis = every_device_mesh_axis(self.module, statement.value)
+                    if isinstance(axis, ast.Constant) and axis.value == self.axis:
+                        match = statement.targets[0].id
+            if match is None or not self._bound_once(scope, match):
+                return None
+            found.add(match)
+        return found.pop() if len(found) == 1 else None
+
+    def _bound_once(self, scope: ast.AST, name: str) -> bool:
+        """``name`` has one binding in the resolver's scope of ``scope`` (a function, or the module
+        for a `__main__` block) and no `global` / `nonlocal` elsewhere rebinds it."""
+        names = self.module.names
+        owner = next((s for s in names.scopes if s.node is scope), names.module_scope)
+        return len(owner.bindings.get(name, [])) == 1 and not any(
+            name in s.globals | s.nonlocals for s in names.scopes)
+
+    def _insert_mesh(self, mesh: str, firsts: list[tuple[ast.AST, ast.stmt]]) -> None:
+        """The mesh is built where the driving code runs, never at import of a module that did not
+        already run JAX there: at the top of each driving function, just before the first statement
+        that lays out a value (so a ``jax.distributed.initialize()`` above it still runs first), and
+        at module level only for a script whose own top level drives the step. Every copy is the same
+        mesh (same devices, same axis), so no step compiles twice."""
         jax = self.namer.jax()
         axis_type = self.namer.sharding("AxisType")
         text = (f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({json.dumps(self.axis)},), "
                 f"axis_types=({axis_type}.Auto,))")
         newline = self.module.src.newline
-        for scope, first in firsts.values():
+        for scope, first in firsts:
             if isinstance(scope, ast.Module):
                 gap = newline * 2 if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
                 offset = self.module.insertion_point(first)
