@@ -30,7 +30,7 @@ OLD = {p.name: p / "old.py" for p in RUNTIME.glob("global_*") if (p / "old.py").
 OLD["global_mlp"] = REPO / "examples" / "legacy" / "mlp_data_parallel.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
-LEGACY = {"global_mlp"}
+LEGACY = {"global_mlp", "global_mesh_already_built"}
 FLAX = {"global_flax_train_state"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
@@ -40,7 +40,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_dropout_keys": "['params']", "global_replicate_helpers": "['params']",
           "global_option_forms": "['params']", "global_step_in_function": "['params']",
           "global_every_device": "['params']", "global_rebound_step": "['params']",
-          "global_driving_functions": "['params']", "global_called_at_once": "['params']"}
+          "global_driving_functions": "['params']", "global_called_at_once": "['params']",
+          "global_mesh_already_built": "['params']"}
 
 
 def migrate(old: Path) -> str:
