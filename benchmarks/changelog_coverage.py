@@ -25,10 +25,8 @@ the API names written in backticks, qualified with the module the bullet names (
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,25 +179,8 @@ def _names_a_parameter(text: str, match: re.Match) -> bool:
 
 
 def present_in_jax(name: str) -> bool:
-    parts = name.split(".")
-    if parts[0] != "jax":
-        return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for k in range(len(parts), 0, -1):
-            try:
-                obj = importlib.import_module(".".join(parts[:k]))
-                break
-            except Exception:
-                continue
-        else:
-            return False
-        try:
-            for part in parts[k:]:
-                obj = getattr(obj, part)
-        except Exception:
-            return False
-    return True
+    missing = object()
+    return name.split(".")[0] == "jax" and catalogue.installed(name, missing) is not missing
 
 
 def covering(name: str) -> catalogue.Symbol | None:

@@ -217,3 +217,30 @@ def keywords(code: str) -> dict[str, dict[str, Symbol]]:
             for name in symbol.names:
                 table.setdefault(name, {})[symbol.keyword] = symbol
     return table
+
+
+def installed(name: str, default=None):
+    """The object the dotted ``name`` denotes in the JAX installed here (modules imported as
+    needed, warnings silenced), or ``default``. For checking the catalogue against a JAX (the test suite,
+    ``benchmarks/changelog_coverage.py``); lint never calls it, so it never imports JAX."""
+    import importlib
+    import warnings
+
+    parts = name.split(".")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:k]))
+                break
+            except Exception:  # ImportError, or an extension that fails as it loads
+                continue
+        else:
+            return default
+        try:
+            for part in parts[k:]:
+                obj = getattr(obj, part)
+        except Exception:
+            return default
+    return obj
+

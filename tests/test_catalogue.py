@@ -146,29 +146,6 @@ def test_allow_list_is_not_stale():
     assert set(ALLOWED) <= present, set(ALLOWED) - present
 
 
-def _reach(name: str):
-    """The object ``name`` denotes in installed JAX (modules imported as needed), or None."""
-    import warnings
-
-    parts = name.split(".")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for k in range(len(parts), 0, -1):
-            try:
-                obj = importlib.import_module(".".join(parts[:k]))
-                break
-            except Exception:  # ImportError, or an extension that fails as it loads
-                continue
-        else:
-            return None
-        try:
-            for part in parts[k:]:
-                obj = getattr(obj, part)
-        except Exception:
-            return None
-    return obj
-
-
 def _present_in_installed_jax(symbol, name: str) -> bool:
     import inspect
 
@@ -178,7 +155,7 @@ def _present_in_installed_jax(symbol, name: str) -> bool:
         except ImportError:
             return False
         return True
-    obj = _reach(name)
+    obj = catalogue.installed(name)
     if symbol.kind != "keyword" or obj is None:
         return obj is not None
     parameter = inspect.signature(obj).parameters.get(symbol.keyword)
@@ -208,7 +185,7 @@ def test_removed_in_agrees_with_installed_jax(symbol, name):
     jax = pytest.importorskip("jax")
     installed = catalogue.parse_version(jax.__version__)[:2]
     assert installed == (0, 10)
-    if symbol.kind == "keyword" and _reach(name) is None:
+    if symbol.kind == "keyword" and catalogue.installed(name) is None:
         pytest.skip(f"{name} itself is gone")  # e.g. jax.extend.ffi.ffi_call: the module went first
     if (name, symbol.keyword) in KEPT_IN_SIGNATURE:
         assert _present_in_installed_jax(symbol, name), "no longer in the signature: drop the exception"
