@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from jaxmigrate.core.flow import ancestors
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail
 from jaxmigrate.names import ValueBinding
@@ -98,10 +99,7 @@ def _made_in(module, app: Application, scope: ast.AST) -> bool:
 
 
 def _within(module, node: ast.AST, scope: ast.AST) -> bool:
-    parent = module.parent_of(node)
-    while parent is not None and parent is not scope:
-        parent = module.parent_of(parent)
-    return parent is scope
+    return any(around is scope for around in ancestors(module, node))
 
 
 def users_jit(module, node: ast.expr) -> ast.Call | None:
@@ -114,25 +112,21 @@ def users_jit(module, node: ast.expr) -> ast.Call | None:
 
 
 def _enclosing_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    parent = module.parent_of(node)
-    while parent is not None and not isinstance(parent, (*_FUNCTIONS, ast.ClassDef, ast.Module)):
-        parent = module.parent_of(parent)
-    return parent if isinstance(parent, _FUNCTIONS) and isinstance(module.parent_of(parent), ast.Module) else None
+    """The module-level function ``node`` is directly in (not in a class or a nested function)."""
+    scope = next((a for a in ancestors(module, node) if isinstance(a, (*_FUNCTIONS, ast.ClassDef, ast.Module))), None)
+    return scope if isinstance(scope, _FUNCTIONS) and isinstance(module.parent_of(scope), ast.Module) else None
 
 
 def _innermost_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    parent = module.parent_of(node)
-    while parent is not None and not isinstance(parent, _FUNCTIONS):
-        parent = module.parent_of(parent)
-    return parent
+    return next((a for a in ancestors(module, node) if isinstance(a, _FUNCTIONS)), None)
 
 
 def _loop_between(module, node: ast.AST, function: ast.AST) -> ast.AST | None:
-    parent = module.parent_of(node)
-    while parent is not None and parent is not function:
-        if isinstance(parent, _LOOPS):
-            return parent
-        parent = module.parent_of(parent)
+    for around in ancestors(module, node):
+        if around is function:
+            return None
+        if isinstance(around, _LOOPS):
+            return around
     return None
 
 
