@@ -177,6 +177,11 @@ class NameResolver:
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
         return _reaching(name, scope, scope.bindings[name.id]) if scope else []
 
+    def declared_shared(self, name: str) -> bool:
+        """Whether some scope declares ``name`` ``global`` or ``nonlocal``: code elsewhere may then
+        rebind the variable a use reads."""
+        return any(name in scope.globals or name in scope.nonlocals for scope in self.scopes)
+
     def imports(self) -> Iterator[tuple[ImportBinding, Scope]]:
         """Every import binding in the module, in every scope."""
         for scope in self.scopes:

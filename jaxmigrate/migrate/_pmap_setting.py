@@ -370,7 +370,7 @@ class _DeviceAxis:
         of an int the module computes: the device count, ``min(...)`` of counts, or such a name.
         Declared ``global`` or ``nonlocal`` anywhere, it could change behind the step's back."""
         bindings = self.names.bindings(name)
-        if not bindings or any(name.id in (scope.globals | scope.nonlocals) for scope in self.names.scopes):
+        if not bindings or self.names.declared_shared(name.id):
             return False
         for binding in bindings:
             # Under an `if` too (brax: `if max_devices_per_host: n = min(n, max_devices_per_host)`).

@@ -467,8 +467,7 @@ class Builder:
         for a `__main__` block) and no `global` / `nonlocal` elsewhere rebinds it."""
         names = self.module.names
         owner = next((s for s in names.scopes if s.node is scope), names.module_scope)
-        return len(owner.bindings.get(name, [])) == 1 and not any(
-            name in s.globals | s.nonlocals for s in names.scopes)
+        return len(owner.bindings.get(name, [])) == 1 and not names.declared_shared(name)
 
     def _insert_mesh(self, mesh: str, firsts: list[tuple[ast.AST, ast.stmt]]) -> None:
         """The mesh is built where the driving code runs, never at import of a module that did not
