@@ -19,7 +19,7 @@ def _edit(text: str, old: str, new: str) -> Edit:
 
 def test_a_literal_in_the_fstrings_own_quote_takes_the_other():
     text = 'print(f"{f(x)}")\n'
-    [edit] = requoted(text, [_edit(text, "f(x)", 'g(x, "a", b"b")')])
+    [edit] = requoted(FStrings(text), [_edit(text, "f(x)", 'g(x, "a", b"b")')])
     assert edit.content == "g(x, 'a', b'b')"
 
 
@@ -27,7 +27,7 @@ def test_outside_fstrings_and_where_it_cannot_the_content_is_kept():
     text = 'print(f"{f(x)}", f(x))\n'
     inside, outside = text.index("f(x)"), text.rindex("f(x)")
     edits = [Edit(inside, inside + 4, 'g("it\'s")'), Edit(outside, outside + 4, 'g("a")')]
-    assert requoted(text, edits) == edits
+    assert requoted(FStrings(text), edits) == edits
 
 
 def test_only_spans_inside_an_fstring_are_inside():

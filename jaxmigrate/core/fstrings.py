@@ -5,7 +5,7 @@ single-quoted f-string cannot hold a line break: ``print(f"{jax.device_put_repli
 rewritten with ``P("devices")``, or broken over lines to fit the file's width, no longer parsed,
 and the fix was thrown away after the lint had offered it. Every codemod's edits pass through
 here, so none has to know: string literals of the rewrite take the other quote character, and the
-layout leaves those lines alone (``inside``).
+layout leaves those lines alone (``inside``). ``_plan.apply`` reads a text's f-strings once for both.
 """
 
 from __future__ import annotations
@@ -31,20 +31,13 @@ class FStrings:
             self._read(text)
 
     def _read(self, text: str) -> None:
-        line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         try:
-            for token in tokenize.generate_tokens(io.StringIO(text).readline):
-                if token.type != tokenize.STRING:
-                    continue
-                prefix = _PREFIX.match(token.string).group()
-                if "f" not in prefix.lower():
-                    continue
-                start = line_starts[token.start[0] - 1] + token.start[1]
-                end = line_starts[token.end[0] - 1] + token.end[1]
-                body = token.string[len(prefix):]
-                quote = body[:3] if body[:3] in ('"""', "'''") else body[0]
-                self._starts.append(start)
-                self._spans.append((start, end, quote))
+            for start, end, prefix, string in _strings(text):
+                if "f" in prefix.lower():
+                    body = string[len(prefix):]
+                    quote = body[:3] if body[:3] in ('"""', "'''") else body[0]
+                    self._starts.append(start)
+                    self._spans.append((start, end, quote))
         except (tokenize.TokenError, SyntaxError, IndexError):
             self._starts, self._spans = [], []
 
@@ -60,10 +53,9 @@ class FStrings:
         return self.around(edit.start, edit.end) is not None
 
 
-def requoted(text: str, edits: list[Edit]) -> list[Edit]:
+def requoted(fstrings: FStrings, edits: list[Edit]) -> list[Edit]:
     """``edits`` with every one inside an f-string spelling its string literals with the quote
     character the f-string does not use (where a literal holds neither quote nor backslash)."""
-    fstrings = FStrings(text)
     out = []
     for edit in edits:
         quote = fstrings.around(edit.start, edit.end)
@@ -75,23 +67,26 @@ def requoted(text: str, edits: list[Edit]) -> list[Edit]:
 def _requote(content: str, quote: str) -> str:
     other = "'" if quote == '"' else '"'
     pieces, last = [], 0
-    line_starts = [0] + [m.end() for m in re.finditer("\n", content)]
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(content).readline))
+        strings = list(_strings(content))
     except (tokenize.TokenError, SyntaxError):
         return content
-    for token in tokens:
-        if token.type != tokenize.STRING:
-            continue
-        prefix = _PREFIX.match(token.string).group()
-        literal = token.string[len(prefix):]
+    for start, end, prefix, string in strings:
+        literal = string[len(prefix):]
         if not literal.startswith(quote) or literal.startswith(quote * 3):
             continue
         inner = literal[1:-1]
         if quote in inner or other in inner or "\\" in inner:
             continue  # left as it is: the fix loop's parse check declines the rewrite
-        start = line_starts[token.start[0] - 1] + token.start[1]
-        end = line_starts[token.end[0] - 1] + token.end[1]
         pieces += [content[last:start], prefix + other + inner + other]
         last = end
     return "".join(pieces) + content[last:]
+
+
+def _strings(text: str):
+    """(start offset, end offset, prefix, token text) of each string literal token of ``text``."""
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.STRING:
+            yield (line_starts[token.start[0] - 1] + token.start[1], line_starts[token.end[0] - 1] + token.end[1],
+                   _PREFIX.match(token.string).group(), token.string)

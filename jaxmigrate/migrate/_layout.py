@@ -65,7 +65,7 @@ def line_limit(text: str) -> int:
     return next((w for w in _WIDTHS if sum(n > w for n in lengths) <= allowed), _WIDTHS[-1])
 
 
-def fit_edits(original: str, edits: list[Edit], text: str) -> str:
+def fit_edits(original: str, edits: list[Edit], text: str, fstrings: FStrings | None = None) -> str:
     """``text`` (``original`` with ``edits`` made) with every line an edit made longer than the
     file's width broken at its brackets."""
     limit = line_limit(original)
@@ -73,7 +73,7 @@ def fit_edits(original: str, edits: list[Edit], text: str) -> str:
     lengthened = set()
     shift = 0
     new_starts = SourceText(text).line_starts
-    fstrings = FStrings(original)
+    fstrings = fstrings or FStrings(original)
     for edit in sorted(edits):
         old_line = old.position(edit.start)[0]
         start = edit.start + shift

@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from jaxmigrate.core.edits import Edit, splice
-from jaxmigrate.core.fstrings import requoted
+from jaxmigrate.core.fstrings import FStrings, requoted
 from jaxmigrate.core.module import ParsedModule, release
 from jaxmigrate.lint.patterns import collective_axis_names
 from jaxmigrate.names import LOCAL
@@ -100,8 +100,9 @@ def apply(text: str, plan: Plan) -> str:
     # The planner's module of ``text`` is not read again: let it go (once the codemod holds it no
     # more) before the result is parsed, so that two trees of a big file are never held at once.
     release(text)
-    edits = requoted(text, plan.edits)
-    out = fit_edits(text, edits, splice(text, edits))
+    fstrings = FStrings(text)
+    edits = requoted(fstrings, plan.edits)
+    out = fit_edits(text, edits, splice(text, edits), fstrings)
     if not (plan.helpers or plan.add_imports or plan.remove_imports):
         return out
     return write_imports(text, out, plan.add_imports, plan.remove_imports, plan.helpers, read_before)
