@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 RUNTIME = REPO / "fixtures" / "runtime"
 OLD = {p.name: p / "old.py" for p in RUNTIME.glob("global_*") if (p / "old.py").is_file()}
 OLD["global_mlp"] = REPO / "examples" / "legacy" / "mlp_data_parallel.py"
+OLD["global_mesh_already_built"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "mesh_already_built.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built"}
