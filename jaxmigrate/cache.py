@@ -1,5 +1,9 @@
 """Findings cached by content hash + tool version + settings, in ``.jaxmigrate_cache/``.
 
+A file whose findings read other modules of the program (``program_modules``: a helper imported
+from ``utils.py``) is stored with those modules' digests, and its entry is used only while every
+one of them is as it was.
+
 JSON rather than pickle: the cache lives inside the user's checkout, and unpickling a file that
 someone committed or planted there would run arbitrary code.
 """
@@ -12,12 +16,13 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from jaxmigrate import program_modules
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.files import read_bytes
 from jaxmigrate.lint.findings import Blocker, Finding, Fix, Safety
 
 CACHE_DIR = ".jaxmigrate_cache"
-FORMAT = 4  # 3: a fix records its fallback and whether it rewrites the whole module; 4: blockers
+FORMAT = 5  # 3: a fix's fallback and whole-module flag; 4: blockers; 5: the modules a file's findings read
 MAX_STALE = 5000
 
 
@@ -27,6 +32,7 @@ class FindingsCache:
         self.entries = entries
         self.dirty = False
         self._used: set[str] = set()
+        self.read: dict[str, dict[str, str]] = {}  # key -> the modules its cached entry depends on
 
     @classmethod
     def open(cls, root: Path, fingerprint: str) -> "FindingsCache":
@@ -56,12 +62,22 @@ class FindingsCache:
         if cached is None:
             return key, None
         try:
-            return key, [_finding(item, display) for item in cached]
+            items, read = (cached["findings"], cached["read"]) if isinstance(cached, dict) else (cached, {})
+            if not (isinstance(read, dict) and all(isinstance(d, str) for d in read.values())):
+                raise ValueError("not the modules a file read")
+            if any(program_modules.digest_of(module) != was for module, was in read.items()):
+                return key, None  # a module it imports changed: work it out again
+            self.read[key] = read
+            return key, [_finding(item, display) for item in items]
         except (KeyError, TypeError, ValueError):
             return key, None  # an entry this version did not write as it is: work it out again
 
-    def store(self, key: str, findings: list[Finding]) -> None:
-        value = [_plain(f) for f in findings]
+    def store(self, key: str, findings: list[Finding], read: dict[str, str] | None = None) -> None:
+        """``read``: the module files (and digests) the findings depend on besides the file itself;
+        None keeps those the entry looked up under ``key`` had (a file served from the cache)."""
+        read = self.read.get(key, {}) if read is None else read
+        items = [_plain(f) for f in findings]
+        value = {"findings": items, "read": read} if read else items
         if self.entries.get(key) != value:
             self.entries[key] = value
             self.dirty = True

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from jaxmigrate import cache as cache_module
-from jaxmigrate import workers
+from jaxmigrate import program_modules, workers
 from jaxmigrate.config import Settings
 from jaxmigrate.files import (
     NOTEBOOK_SUFFIX,
@@ -78,6 +78,9 @@ class FileResult:
     found: int | None = None  # with --fix, the findings before fixing (None: ``findings``, nothing fixed)
     gone: dict[str, int] = field(default_factory=dict)  # with --fix, those gone, by code (checker._gone)
     suppressed: list[Finding] = field(default_factory=list)  # with Job.with_suppressed
+    # The other modules of the program read for it (``program_modules``), with their digests; None:
+    # served from the cache, which keeps what it had.
+    read_modules: dict[str, str] | None = None
 
 
 @dataclass
@@ -190,7 +193,9 @@ def _process_notebook(raw: bytes, display_path: str, codes: Sequence[str], job: 
 def process_file(path: str, codes: Sequence[str], job: Job) -> FileResult:
     """Check (or fix) one file on disk; any failure to read or write is a JM000 finding."""
     try:
-        result = process_raw(_read_bytes(path), path, codes, job)
+        with program_modules.reading(path) as reading:
+            result = process_raw(_read_bytes(path), path, codes, job)
+        result.read_modules = reading.read
         if result.changed and job.mode is Mode.FIX:
             if job.root is not None and (target := link_outside(path, job.root)) is not None:
                 return _not_written(path, codes, job, f"{path} is a symlink to {target}, outside the project"
@@ -333,7 +338,7 @@ def run_paths(
             # Only a file as it now is on disk may be cached: not after --fix changed it, nor
             # with the errors of rejected fixes, which a plain check would not report.
             if result.path in keys and not result.changed and not result.fix_errors:
-                cache.store(keys[result.path], result.findings)
+                cache.store(keys[result.path], result.findings, result.read_modules)
         cache.save()
     return RunResult(sorted(results, key=lambda r: r.path))
 

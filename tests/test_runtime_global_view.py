@@ -90,8 +90,9 @@ def test_global_view_matches_pmap(case, tmp_path, request):
 
 
 RUN_ONE_PROCESS = """
-import importlib.util, sys
+import importlib.util, os, sys
 port, pid, program, out = sys.argv[1:5]
+sys.path.insert(0, os.path.dirname(program))  # as `python program.py` would: its modules beside it
 import jax
 import numpy as np
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -145,6 +146,54 @@ def test_two_processes_give_the_pmap_results(tmp_path):
     old = RUNTIME / "global_optstate_metrics" / "old.py"
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    for process in range(2):
+        assert sorted(old_out[process]) == sorted(new_out[process])
+        for key, value in old_out[process].items():
+            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
+
+
+ANOTHER_MODULE = REPO / "fixtures" / "migrate" / "to_global_jit" / "helpers_in_another_module"
+
+
+def _program_of_three_modules(tmp_path: Path) -> tuple[Path, Path]:
+    """``train.py`` with its ``utils.py`` and ``common.py`` as written (``old/``), and as
+    ``jaxmigrate check --fix --unsafe-fixes new/`` rewrites the folder (``new/``)."""
+    import shutil
+    import subprocess
+    import sys
+
+    for side in ("old", "new"):
+        folder = tmp_path / side
+        folder.mkdir()
+        for name in ("utils.py", "common.py"):
+            shutil.copy(ANOTHER_MODULE / name, folder / name)
+        shutil.copy(ANOTHER_MODULE / "train.in.py", folder / "train.py")
+    subprocess.run([sys.executable, "-m", "jaxmigrate", "check", "--fix", "--unsafe-fixes", "--no-cache",
+                    str(tmp_path / "new")], capture_output=True, text=True, check=False)
+    new = tmp_path / "new" / "train.py"
+    names = {getattr(n, "attr", getattr(n, "id", None)) for n in ast.walk(ast.parse(new.read_text()))}
+    assert "pmap" not in names and "utils" not in names and "replicate" not in names, "not the global view"
+    return tmp_path / "old" / "train.py", new
+
+
+def test_helpers_of_another_module_global_view_matches_pmap(tmp_path):
+    old, new = _program_of_three_modules(tmp_path)
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+    entry = report.entry("main")
+    assert entry.comparison is not None and len(entry.comparison.leaves) == 3
+    old_kinds, new_kinds = entry.old.collectives.totals, entry.new.collectives.totals
+    assert set(new_kinds) == set(old_kinds) == {"all-reduce"}, render_text(report)
+    assert new_kinds["all-reduce"].bytes <= old_kinds["all-reduce"].bytes, render_text(report)
+
+
+def test_helpers_of_another_module_two_processes_give_the_pmap_results(tmp_path):
+    """Each process loads its own examples (seeded by its index); `utils.shard` became
+    make_array_from_process_local_data, so the step still averages over the 4 devices of both."""
+    old, new = _program_of_three_modules(tmp_path)
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
     for process in range(2):

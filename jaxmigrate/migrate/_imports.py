@@ -205,6 +205,12 @@ def _drop_statement(header: _Header, stmt: ast.stmt) -> Edit | None:
     rest = text[code_end:end].strip()
     if text[start:code_start].strip() or (rest and rest != ";"):
         return None
+    # The last statement of its import group, between blank lines: one of them goes too, so the
+    # groups around keep their spacing (three blank lines above a def would be one too many).
+    above = text[:start].splitlines(keepends=True)
+    below = text[end:].splitlines(keepends=True)
+    if above and not above[-1].strip() and below and not below[0].strip():
+        end += len(below[0])
     return Edit(start, end, "")
 
 

@@ -121,7 +121,7 @@ class DriverAnalyzer:
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
         self.shapes = DeviceAxisShapes(module)
-        self.helpers = HelperSummaries(module, self.shapes.leaf_action)
+        self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
 
     # -- entry -----------------------------------------------------------------------------

@@ -16,16 +16,26 @@ driving code recognises (``shapes.DeviceAxisShapes.leaf_action``: a broadcast, s
 of ``[x] * n`` onto a leading device-count axis, a device-count reshape, ``x[0]``), or that
 expression applied to the parameter itself. The summary is that action: ``replicate``, ``shard`` or
 ``index``; a call of the helper is then rewritten like the call it stands for.
+
+A helper may live in another module of the program (``from utils import replicate``,
+``common.unreplicate(state)``): that module is found from the file being checked as Python's import
+finds it (``program_modules``), parsed once per content, and its module-level helper summarised
+the same way, with its own imports. The helper itself stays where it is (other modules may call it).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+from jaxmigrate import program_modules
+from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
-from jaxmigrate.names import OpaqueBinding, ValueBinding
+from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
+from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
+
+MAX_REEXPORTS = 4  # `from .common import replicate` in utils.py, followed this many modules deep
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,27 +43,40 @@ class Helper:
     """A function of the module that adds or reads the device axis of its one argument."""
 
     name: str
-    fn: ast.FunctionDef | ast.Lambda
-    statement: ast.stmt  # the def, or the assignment binding the lambda
+    fn: ast.FunctionDef | ast.Lambda | None  # None: a helper of another module
+    statement: ast.stmt | None  # the def, or the assignment binding the lambda (None: another module's)
     action: str  # replicate | shard | index
+    defined_in: str | None = None  # the file of another module that defines it
 
 
 class HelperSummaries:
     """The helper (if any) each call calls; one summary per function, computed when first asked."""
 
-    def __init__(self, module, leaf_action: Callable[[ast.expr, str], str | None]) -> None:
+    def __init__(self, module, path: Path | None = None) -> None:
         self.module = module
-        self.leaf_action = leaf_action
+        self.leaf_action = DeviceAxisShapes(module).leaf_action
+        self.path = path  # the file this module is, when it is not the one being processed
         self._summaries: dict[int, str | None] = {}
 
     def of_call(self, call: ast.Call) -> Helper | None:
-        if not (isinstance(call.func, ast.Name) and len(call.args) == 1 and not call.keywords
+        if not (isinstance(call.func, (ast.Name, ast.Attribute)) and len(call.args) == 1 and not call.keywords
                 and not isinstance(call.args[0], ast.Starred)):
             return None
+        if isinstance(call.func, ast.Attribute):
+            return self._imported(call.func, self.module.names.qualified_name(call.func))
         bindings = self.module.names.bindings(call.func)
         if len(bindings) != 1:
             return None  # rebound, or not bound here: which function runs is not known
-        binding = bindings[0]
+        if isinstance(bindings[0], ImportBinding):
+            return self._imported(call.func, bindings[0].qualname)
+        return self._own(call.func.id, bindings[0])
+
+    def of_module_name(self, name: str) -> Helper | None:
+        """The helper a module-level name of this module is, if it is one (bound once)."""
+        bindings = self.module.names.module_scope.bindings.get(name, [])
+        return self._own(name, bindings[0]) if len(bindings) == 1 else None
+
+    def _own(self, name: str, binding) -> Helper | None:
         if isinstance(binding, OpaqueBinding) and isinstance(binding.node, ast.FunctionDef):
             fn, statement = binding.node, binding.node
         elif isinstance(binding, ValueBinding) and isinstance(binding.value, ast.Lambda):
@@ -65,7 +88,27 @@ class HelperSummaries:
         if id(fn) not in self._summaries:
             self._summaries[id(fn)] = self._summarise(fn)
         action = self._summaries[id(fn)]
-        return Helper(call.func.id, fn, statement, action) if action else None
+        return Helper(name, fn, statement, action) if action else None
+
+    def _imported(self, func: ast.expr, qualified: str | None, depth: int = 0) -> Helper | None:
+        """A helper another module of the program defines (or imports from one, re-exported)."""
+        if qualified is None or depth > MAX_REEXPORTS:
+            return None
+        found = program_modules.find(qualified, self.path)
+        if found is None:
+            return None
+        source, name = found
+        other = _module_summaries(source)
+        if other is None:
+            return None
+        bindings = other.module.names.module_scope.bindings.get(name, [])
+        if len(bindings) == 1 and isinstance(bindings[0], ImportBinding):
+            return other._imported(func, bindings[0].qualname, depth + 1)
+        helper = other.of_module_name(name)
+        if helper is None:
+            return None
+        short = func.id if isinstance(func, ast.Name) else ast.unparse(func)
+        return Helper(short, None, None, helper.action, str(source.path))
 
     def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> str | None:
         args = fn.args
@@ -103,3 +146,20 @@ class HelperSummaries:
                 return None
             return self.leaf_action(leaf.body, leaf_args.args[0].arg)
         return self.leaf_action(result, param)
+
+
+# Another module's summaries, by its content: a pool worker reads each imported module once.
+_OTHER_MODULES: dict[str, HelperSummaries | None] = {}
+
+
+def _module_summaries(source: program_modules.Module) -> HelperSummaries | None:
+    key = f"{source.path}:{source.digest}"
+    if key not in _OTHER_MODULES:
+        if len(_OTHER_MODULES) > 256:
+            _OTHER_MODULES.clear()
+        try:
+            module = ParsedModule(source.text)
+        except (SyntaxError, ValueError, RecursionError):
+            module = None
+        _OTHER_MODULES[key] = None if module is None else HelperSummaries(module, source.path)
+    return _OTHER_MODULES[key]

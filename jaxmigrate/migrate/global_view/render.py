@@ -103,7 +103,7 @@ class Builder:
         (its spans are returned); one used elsewhere stays. A public module-level def of a module
         that is not a script stays too: other modules may import it."""
         rewritten = {id(e.node.func) for e in edits if e.helper is not None}
-        helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None}
+        helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None and e.helper.fn is not None}
         exported = {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
                     for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
         removed = []

@@ -1,0 +1,136 @@
+"""The program's other modules, found from the file being checked as Python's import finds them.
+
+A check is per file (in a pool, cached per file), yet some of what a file means lives in the modules
+it imports: the ``replicate`` helper of the program's own ``utils.py``. While a file on disk is
+processed (``reading(path)``, set by the engine), ``find(qualified)`` returns the module a dotted
+name of that file's imports points to, looked up where Python looks when the program runs:
+
+* a relative import (``from . import utils``, ``from .utils import replicate``) from the importing
+  file's package;
+* an absolute one (``import utils``, ``from mypkg.utils import replicate``) from the importing
+  file's own folder (a script's ``sys.path[0]``) and from the folder above its package (the top of
+  its ``__init__.py`` chain, where a package's modules are imported from).
+
+Installed libraries are never read (lint imports nothing and reads only the user's tree): a name
+whose top package is a library this tool knows by its API (jax, flax, numpy, ...) is not looked up.
+
+Every module file looked for is recorded with the digest of its bytes (or as absent), so a cached
+result of the importing file is used only while those files are as they were (``cache``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxmigrate.files import SourceError, decode, read_bytes
+
+ABSENT = "-"  # the digest recorded for a module file that is not there
+MAX_BYTES = 2_000_000  # a module bigger than this is not read for another file's sake
+LIBRARIES = frozenset({
+    "jax", "jaxlib", "flax", "optax", "haiku", "chex", "numpy", "scipy", "tensorflow", "tf", "torch",
+    "functools", "itertools", "collections", "builtins", "math", "os", "sys", "typing", "dataclasses",
+})
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module of the program another file imports: where it is, its text, and its package."""
+
+    path: Path
+    digest: str
+    text: str
+
+
+@dataclass
+class Reading:
+    """The file being processed, and the module files read (or looked for) on its behalf."""
+
+    path: Path
+    read: dict[str, str] = field(default_factory=dict)  # module file -> digest (ABSENT: not there)
+
+
+_reading: ContextVar[Reading | None] = ContextVar("jaxmigrate_program_modules", default=None)
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[Reading]:
+    """While the file at ``path`` is checked or fixed: what it imports is looked up from there."""
+    current = Reading(Path(path).absolute())
+    token = _reading.set(current)
+    try:
+        yield current
+    finally:
+        _reading.reset(token)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def digest_of(path: str) -> str:
+    """The digest ``Reading.read`` holds for ``path`` as it now is."""
+    try:
+        return digest(read_bytes(path))
+    except OSError:
+        return ABSENT
+
+
+def find(qualified: str, importer: Path | None = None) -> tuple[Module, str] | None:
+    """The module that defines the last part of ``qualified`` (``utils.replicate``: ``utils.py``
+    and ``"replicate"``), imported from ``importer`` (by default the file being processed), or
+    None where no file of the program defines it."""
+    current = _reading.get()
+    if current is None:
+        return None
+    importer = importer or current.path
+    stripped = qualified.lstrip(".")
+    level = len(qualified) - len(stripped)
+    parts = stripped.split(".")
+    if len(parts) < 2 and not level or not all(parts) or not level and parts[0] in LIBRARIES:
+        return None
+    module_parts, attribute = parts[:-1], parts[-1]
+    if level:
+        base = importer.parent
+        for _ in range(level - 1):
+            base = base.parent
+        roots = [base]
+    else:
+        roots = list(dict.fromkeys([importer.parent, _package_root(importer)]))
+    for root in roots:
+        folder = root.joinpath(*module_parts)
+        for candidate in (folder.with_suffix(".py") if module_parts else None, folder / "__init__.py"):
+            if candidate is None:
+                continue
+            module = _read(candidate, current)
+            if module is not None:
+                return module, attribute
+    return None
+
+
+def _package_root(path: Path) -> Path:
+    """The folder a module's top package is imported from: above the last ``__init__.py`` folder."""
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def _read(path: Path, current: Reading) -> Module | None:
+    key = str(path)
+    try:
+        raw = read_bytes(path)
+    except OSError:
+        current.read[key] = ABSENT
+        return None
+    current.read[key] = digest(raw)
+    if len(raw) > MAX_BYTES:
+        return None
+    try:
+        return Module(path, current.read[key], decode(raw, key).text)
+    except SourceError:
+        return None

@@ -1,0 +1,154 @@
+"""Helpers of another module of the program: found as Python's import finds them, summarised by
+their bodies, and the cache kept only while those modules are unchanged.
+
+The fixture ``fixtures/migrate/to_global_jit/helpers_in_another_module/`` is a program of three
+files: ``train.in.py`` (the pmap program), ``utils.py`` (its ``replicate`` and ``shard``) and
+``common.py`` (``unreplicate``, re-exported by ``utils.py``). ``train.out.py`` is what
+``jaxmigrate --fix --unsafe-fixes`` writes for ``train.py`` with the other two beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jaxmigrate import engine, program_modules
+from jaxmigrate.cli import main
+
+PROGRAM = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "to_global_jit" / "helpers_in_another_module"
+
+
+def jaxmigrate(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def copy_program(folder: Path) -> Path:
+    """The fixture program as a user has it: ``train.py`` beside ``utils.py`` and ``common.py``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("utils.py", "common.py"):
+        shutil.copy(PROGRAM / name, folder / name)
+    shutil.copy(PROGRAM / "train.in.py", folder / "train.py")
+    return folder
+
+
+def jm101(output: str) -> list[dict]:
+    return [f for f in json.loads(output) if f["code"] == "JM101"]
+
+
+# --- the global view through another module's helpers --------------------------------------------
+
+
+def test_fix_reads_the_helpers_of_the_modules_the_program_imports(project):
+    copy_program(project)
+    helpers = {name: (project / name).read_text() for name in ("utils.py", "common.py")}
+    result = jaxmigrate("check", "--fix", "--unsafe-fixes", ".")
+    assert (project / "train.py").read_text() == (PROGRAM / "train.out.py").read_text(), result.output
+    # The helpers stay where they are (other modules may call them), untouched.
+    assert {name: (project / name).read_text() for name in helpers} == helpers
+    again = jaxmigrate("check", "--fix", "--unsafe-fixes", "--no-cache", ".")
+    assert (project / "train.py").read_text() == (PROGRAM / "train.out.py").read_text(), again.output
+
+
+def test_without_the_helpers_module_the_finding_names_the_call(project):
+    copy_program(project)
+    (project / "utils.py").unlink()
+    [finding] = jm101(jaxmigrate("check", "--output-format", "json", "train.py").stdout)
+    assert "global view not possible: line 34: argument 1 of `update` (`params`)" in finding["message"]
+
+
+def test_a_helper_that_does_not_replicate_is_not_taken_for_one(project):
+    copy_program(project)
+    utils = project / "utils.py"
+    utils.write_text(utils.read_text().replace("jnp.broadcast_to(x, (n,) + x.shape)", "x + n"))
+    [finding] = jm101(jaxmigrate("check", "--output-format", "json", "train.py").stdout)
+    assert "global view not possible: line 34: argument 1 of `update`" in finding["message"]
+
+
+# --- the cache ----------------------------------------------------------------------------------
+
+
+def test_the_cache_serves_a_file_while_the_modules_it_read_are_unchanged(project, monkeypatch):
+    copy_program(project)
+    cold = jaxmigrate("check", "--output-format", "json", "train.py").stdout
+    assert "global view not possible" not in cold
+    monkeypatch.setattr(engine, "lint_text", pytest.fail)  # only the cache may answer now
+    assert jaxmigrate("check", "--output-format", "json", "train.py").stdout == cold
+
+
+def test_editing_an_imported_module_invalidates_the_file_that_read_it(project):
+    copy_program(project)
+    assert "global view not possible" not in jaxmigrate("check", "--output-format", "json", "train.py").stdout
+    utils = project / "utils.py"
+    utils.write_text(utils.read_text().replace("jnp.broadcast_to(x, (n,) + x.shape)", "x + n"))
+    assert "global view not possible" in jaxmigrate("check", "--output-format", "json", "train.py").stdout
+
+
+def test_a_module_created_later_invalidates_a_file_that_looked_for_it(project):
+    copy_program(project)
+    text = (project / "utils.py").read_text()
+    (project / "utils.py").unlink()
+    assert "global view not possible" in jaxmigrate("check", "--output-format", "json", "train.py").stdout
+    (project / "utils.py").write_text(text)
+    assert "global view not possible" not in jaxmigrate("check", "--output-format", "json", "train.py").stdout
+
+
+# --- where a module is looked for -----------------------------------------------------------------
+
+
+@pytest.fixture
+def package(tmp_path) -> Path:
+    """``tmp/pkg/{__init__,utils,train}.py`` and a script ``tmp/run.py`` beside the package."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("def top(x):\n    return x\n")
+    (pkg / "utils.py").write_text("def replicate(x):\n    return x\n")
+    (pkg / "train.py").write_text("")
+    (tmp_path / "run.py").write_text("")
+    return tmp_path
+
+
+def found(qualified: str, importer: Path) -> tuple[Path, str] | None:
+    with program_modules.reading(importer):
+        hit = program_modules.find(qualified)
+    return None if hit is None else (hit[0].path, hit[1])
+
+
+def test_relative_imports_are_found_from_the_importing_package(package):
+    train = package / "pkg" / "train.py"
+    assert found(".utils.replicate", train) == (package / "pkg" / "utils.py", "replicate")
+    assert found(".top", train) == (package / "pkg" / "__init__.py", "top")
+    assert found("..pkg.utils.replicate", train) == (package / "pkg" / "utils.py", "replicate")
+
+
+def test_absolute_imports_are_found_from_the_script_folder_and_the_package_root(package):
+    train = package / "pkg" / "train.py"
+    assert found("pkg.utils.replicate", train) == (package / "pkg" / "utils.py", "replicate")  # package root
+    assert found("utils.replicate", train) == (package / "pkg" / "utils.py", "replicate")  # its own folder
+    assert found("pkg.utils.replicate", package / "run.py") == (package / "pkg" / "utils.py", "replicate")
+
+
+def test_libraries_and_missing_modules_are_not_found(package):
+    (package / "jax").mkdir()
+    (package / "jax" / "numpy.py").write_text("def stack(x):\n    return x\n")  # never read: jax is a library
+    train = package / "pkg" / "train.py"
+    assert found("jax.numpy.stack", package / "run.py") is None
+    assert found("missing.replicate", train) is None
+    assert found("replicate", train) is None  # a name of no module
+
+
+def test_each_module_looked_for_is_recorded_with_its_digest(package):
+    train = package / "pkg" / "train.py"
+    with program_modules.reading(train) as reading:
+        program_modules.find(".utils.replicate")
+        program_modules.find("missing.replicate")
+    utils = str(package / "pkg" / "utils.py")
+    assert reading.read[utils] == program_modules.digest_of(utils) != program_modules.ABSENT
+    assert reading.read[str(package / "pkg" / "missing.py")] == program_modules.ABSENT
+
+
+def test_nothing_is_looked_up_outside_a_file_being_processed():
+    assert program_modules.find("utils.replicate") is None
