@@ -220,3 +220,19 @@ def test_a_mesh_name_bound_twice_is_not_used():
                           '    n = jax.local_device_count()\n    if n > 8:\n        mesh = None\n')
     out = fix(text, {(1, 1)})
     assert out.count("make_mesh(") == 1 and "NamedSharding(mesh, P())" not in out
+
+
+_KEYWORDS = (FIXTURES / "keyword_arguments.in.py").read_text()
+
+
+@pytest.mark.parametrize(("call", "reason"), [
+    ("p_train_step(params, batch=batch, learning_rate=0.2)", "called with `learning_rate=`"),  # bound by partial
+    ("p_train_step(params, params=params)", "called with `params=`"),  # given twice
+    ("p_train_step(params=params)", "called with 1 arguments"),
+    ("p_train_step(params, **{'batch': batch})", "called with starred arguments"),
+])
+def test_a_keyword_call_that_does_not_name_each_parameter_once_blocks(call, reason):
+    text = _KEYWORDS.replace("p_train_step(batch=batch, params=params)", call)
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if call in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker

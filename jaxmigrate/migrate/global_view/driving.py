@@ -524,7 +524,7 @@ class DriverAnalyzer:
                 if kind == DREP:
                     self._edit(node, "index", arg)
                     return HOST
-            elif kind == HOST:
+            elif all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
                 return DREP if qualified in REPLICATE else DSHARD
         if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
@@ -563,13 +563,9 @@ class DriverAnalyzer:
         return HOST
 
     def _step_call(self, step: Step, node: ast.Call, env: dict):
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-            raise Blocked(node.lineno, f"`{step.name}` is called with keyword or starred arguments")
-        if len(node.args) != len(step.params):
-            raise Blocked(node.lineno, f"`{step.name}` is called with {len(node.args)} arguments")
         self.step_calls.append(node)
         self.called.add(step.name)
-        for i, arg in enumerate(node.args):
+        for i, arg in self._step_arguments(step, node):
             kind = self.expr(arg, env)
             mapped = step.in_axes[i] if i < len(step.in_axes) else 0
             if mapped is None:
@@ -587,6 +583,23 @@ class DriverAnalyzer:
                               + self._hint(arg))
             step.params[i] = _join_kind(step.params[i], _to_kind(kind))
         return _from_kind(step.outputs)
+
+    def _step_arguments(self, step: Step, node: ast.Call) -> list[tuple[int, ast.expr]]:
+        """(position, argument) of each argument of a call of ``step``; a keyword argument is at
+        the position of the step's parameter of that name (``partial``'s bound ones not counted),
+        where jit passes it too. Every parameter must be given once: pmap has no defaults to map."""
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise Blocked(node.lineno, f"`{step.name}` is called with starred arguments")
+        names = [a.arg for a in step.func.args.args if a.arg not in step.bound]
+        given = list(enumerate(node.args))
+        for keyword in node.keywords:
+            if keyword.arg not in names[len(node.args):]:
+                raise Blocked(node.lineno, f"`{step.name}` is called with `{keyword.arg}=`, which is not one of "
+                              "its parameters after the positional arguments")
+            given.append((names.index(keyword.arg), keyword.value))
+        if len(given) != len(step.params):
+            raise Blocked(node.lineno, f"`{step.name}` is called with {len(given)} arguments")
+        return sorted(given, key=lambda item: item[0])
 
     def _hint(self, arg: ast.expr) -> str:
         """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead."""
