@@ -236,3 +236,32 @@ def test_a_keyword_call_that_does_not_name_each_parameter_once_blocks(call, reas
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if call in t)
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+_FACTORY = (FIXTURES / "step_from_factory.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    return jax.pmap(functools.partial(train_step,", "    if learning_rate is None:\n        return None\n"
+                 "    return jax.pmap(functools.partial(train_step,", "return None",
+                 "returns the pmapped step at line", id="returns something else too"),
+    pytest.param("    p_train_step = make_train_step(0.1)", "    p_train_step = make_train_step(0.1)\n"
+                 "    steps_by_name = {'train': make_train_step}", "steps_by_name",
+                 "is used other than in `name = make_train_step(...)`", id="used as a value"),
+    pytest.param("def main(steps=3):", "P_TRAIN_STEP = make_train_step(0.1)\n\n\ndef main(steps=3):",
+                 "P_TRAIN_STEP =", "is called outside the code that calls the step", id="called at import"),
+    pytest.param("    p_eval_step = make_eval_step(2.0)", "    p_eval_step = make_eval_step(params)",
+                 "make_eval_step(params)", "has pmap's device axis here", id="given a device value"),
+    pytest.param("        params, loss = p_train_step(params, batch)",
+                 "        params, loss = p_train_step(params, batch)\n        p_train_step = len", "p_train_step(params, batch)",
+                 "may be the step `make_train_step(...)` makes or another value", id="rebound"),
+])
+def test_a_factory_whose_step_cannot_be_followed_blocks_with_the_line(old, new, marker, reason):
+    text = _FACTORY.replace(old, new)
+    if "make_eval_step(params)" in text:  # params must exist before the factory's call
+        text = text.replace("    p_eval_step = make_eval_step(params)\n", "").replace(
+            "    rng = np.random.default_rng(0)", "    p_eval_step = make_eval_step(params)\n    rng = np.random.default_rng(0)")
+    assert text != _FACTORY
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker

@@ -82,6 +82,8 @@ class Step:
     params: list[Kind] = field(default_factory=list)
     bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
     fun: ast.expr | None = None  # call form: the expression naming the function pmap maps
+    factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
+    returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
 
 
 @dataclass
@@ -120,6 +122,7 @@ class DriverAnalyzer:
         self.edits: dict[int, DriverEdit] = {}
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
+        self._factories = {id(step.factory): step for step in steps.values() if step.factory is not None}
         self.shapes = DeviceAxisShapes(module)
         self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
@@ -139,12 +142,28 @@ class DriverAnalyzer:
         self._inline: list[tuple[ast.FunctionDef, list]] = []  # wrappers being read, their returns' kinds
         self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
         self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
+        self.factory_calls: set[int] = set()
         for scope in scopes:
             if id(scope) in self.wrappers:
                 continue  # read at each of its calls, with the kinds its arguments have there
             self._device_names: set[str] = set()
             self._block(scope.body, {})
             self._no_escape(scope, self._device_names)
+        self._factories_called_where_read()
+
+    def _factories_called_where_read(self) -> None:
+        """A factory's locals count as host values (``StepAnalyzer``'s host scopes) because its
+        arguments were read as such: every call of it must be in the code this analysis read."""
+        for step in self.steps.values():
+            factory = step.factory
+            if factory is None:
+                continue
+            for _, node in self.module.names_at.get(factory.name, ()):
+                call = self.module.parent_of(node)
+                if isinstance(call, ast.Call) and call.func is node and id(call) not in self.factory_calls \
+                        and any(getattr(b, "node", None) is factory for b in self.names.bindings(node)):
+                    raise Blocked(call.lineno, f"`{factory.name}` (which returns the pmapped step) is called "
+                                  "outside the code that calls the step, whose arguments this fix does not read")
 
     def _wrappers(self, scopes: list) -> dict[int, ast.FunctionDef]:
         """The driving functions the module itself calls (``train_epoch(state, batches)`` calling the
@@ -291,11 +310,28 @@ class DriverAnalyzer:
         return parent
 
     def _step_of(self, node: ast.Name) -> Step | None:
-        if any(node is step.fun for step in self.steps.values()):
-            return None  # `f = jax.pmap(f, ...)`: here `f` is still the def
-        for binding in self.names.bindings(node):
+        if any(node is step.fun or node is step.returned for step in self.steps.values()):
+            return None  # `f = jax.pmap(f, ...)`: here `f` is still the def; `return step` in a factory
+        bindings = self.names.bindings(node)
+        for binding in bindings:
             key = id(binding.node) if hasattr(binding, "node") else id(binding.value)
             step = self._step_bindings.get(key)
+            if step is not None:
+                return step
+            step = self.made_by_factory(binding)
+            if step is not None:
+                if any(self.made_by_factory(other) is not step for other in bindings):
+                    raise Blocked(node.lineno, f"`{node.id}` may be the step `{step.name}` makes or another value")
+                return step
+        return None
+
+    def made_by_factory(self, binding) -> Step | None:
+        """The step a name is bound to by ``p_update = make_update(...)``, a factory's call."""
+        value = getattr(binding, "value", None)
+        if not (self._factories and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return None
+        for made in self.names.bindings(value.func):
+            step = self._factories.get(id(getattr(made, "node", None)))
             if step is not None:
                 return step
         return None
@@ -446,6 +482,17 @@ class DriverAnalyzer:
             return EMPTY
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
             return tuple(self.expr(e, env) for e in node.elts)
+        if isinstance(node, ast.Dict) and node.values and all(key is not None for key in node.keys):
+            for key in node.keys:
+                self._host(key, env)
+            kinds = {self.expr(value, env) for value in node.values}
+            # A dict whose every value is replicated (or every one split) is such a tree itself.
+            if len(kinds) == 1 and next(iter(kinds)) in (HOST, DREP, DSHARD):
+                return kinds.pop()
+            if any(leaf in CARRIES_AXIS for kind in kinds for leaf in _hleaves(kind)):
+                raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
+                              "axis, or laid out differently")
+            return HOST
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             self._no_device_names(node, env)
             return HOST
@@ -490,6 +537,8 @@ class DriverAnalyzer:
         if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
             return self._step_call(self._step_bindings[id(func)], node, env)
         if isinstance(func, ast.Name):
+            if self._factories and any(id(getattr(b, "node", None)) in self._factories for b in self.names.bindings(func)):
+                self.factory_calls.add(id(node))  # its arguments are read below, as any call's
             step = self._step_of(func)
             if step is not None:
                 return self._step_call(step, node, env)
@@ -547,6 +596,11 @@ class DriverAnalyzer:
             if action == "index" and kind == DREP or action in ("replicate", "shard") and host:
                 self._edit(node, action, node.args[1])
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
+        copied = _copied_name(node)  # `jnp.broadcast_to(w, (n,) + w.shape)`, `np.stack([w] * n)`
+        if copied is not None and self.shapes.leaf_action(node, copied.id) == "replicate" \
+                and self.expr(copied, env) == HOST:
+            self._edit(node, "replicate", copied)
+            return DREP
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
             if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
@@ -632,6 +686,19 @@ class DriverAnalyzer:
         self.edits[id(node)] = DriverEdit(node, action, inner, helper)
         for made in self._reads:
             made.add((id(node), action))
+
+
+def _copied_name(node: ast.Call) -> ast.Name | None:
+    """The array a call would copy onto a leading axis, read from its first argument: ``x`` of
+    ``broadcast_to(x, ...)`` or of ``stack([x] * n)`` (``shapes.leaf_action`` says whether it does)."""
+    first = node.args[0] if node.args else None
+    if isinstance(first, ast.Name):
+        return first
+    if isinstance(first, ast.BinOp) and isinstance(first.op, ast.Mult):
+        for side in (first.left, first.right):
+            if isinstance(side, ast.List) and len(side.elts) == 1 and isinstance(side.elts[0], ast.Name):
+                return side.elts[0]
+    return None
 
 
 def _binding_node(binding) -> ast.AST | None:

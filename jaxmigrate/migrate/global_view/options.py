@@ -102,3 +102,48 @@ def partial_of(module, node: ast.expr, line: int):
     if len(defs) != 1 or len(module.names.bindings(node.args[0])) != 1:
         raise Blocked(line, "the pmapped function is not a `def` of this module")
     return defs[0], {kw.arg: kw.value for kw in node.keywords}
+
+
+def factory_of(module, made: ast.AST) -> ast.FunctionDef | None:
+    """The function that builds the step and returns it, when ``made`` (the pmap call, or the name
+    of a pmapped def nested in that function) is what its one ``return`` returns::
+
+        def make_update(lr):
+            def update(params, batch): ...
+            return jax.pmap(update, axis_name="batch")
+
+    Its callers bind the step to a name (``p_update = make_update(0.1)``) and call that."""
+    ret = module.parent_of(made)
+    function = module.parent_of(ret) if isinstance(ret, ast.Return) else None
+    if not isinstance(function, ast.FunctionDef) or not function.body or function.body[-1] is not ret:
+        return None
+    pending, returns = list(function.body), []
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+    if returns != [ret]:
+        raise Blocked(returns[0].lineno if returns[0] is not ret else returns[-1].lineno,
+                      f"`{function.name}` returns the pmapped step at line {ret.lineno} and something else here")
+    if function.decorator_list or function.args.vararg or function.args.kwarg:
+        raise Blocked(function.lineno, f"`{function.name}`, which returns the pmapped step, is decorated or "
+                      "takes *args / **kwargs")
+    return function
+
+
+def returned_def(module, func: ast.FunctionDef) -> tuple[ast.FunctionDef, ast.Name] | None:
+    """A pmapped def nested in a function whose one ``return`` returns it by name: that function
+    (``factory_of``) and the returned name."""
+    function = module.parent_of(func)
+    if not isinstance(function, ast.FunctionDef) or not function.body:
+        return None
+    last = function.body[-1]
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id == func.name):
+        return None
+    bindings = module.names.bindings(last.value)
+    if not (len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and bindings[0].node is func):
+        return None
+    factory = factory_of(module, last.value)
+    return (factory, last.value) if factory is not None else None

@@ -21,8 +21,10 @@ from jaxmigrate.migrate.global_view.kinds import BOT, Blocked, R, S, describe, l
 from jaxmigrate.migrate.global_view.options import (
     def_of,
     every_device,
+    factory_of,
     partial_of,
     read_options,
+    returned_def,
 )
 from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
@@ -50,6 +52,8 @@ class Builder:
             self._step(app)
         self._no_other_uses()
         drivers = DriverAnalyzer(self.module, self.steps)
+        # A factory's locals are host values: its callers pass only those (driving code's `_host`).
+        factories = frozenset(id(step.factory) for step in self.steps.values() if step.factory is not None)
         analyses = {}
         for _ in range(4):
             drivers.analyse()
@@ -62,7 +66,7 @@ class Builder:
             for step in self.steps.values():
                 if any(p == BOT for p in step.params):
                     continue  # fed another step's outputs, not known yet on this round
-                analysis = StepAnalyzer(self.module, self.axis, drivers.scopes).analyse(
+                analysis = StepAnalyzer(self.module, self.axis, drivers.scopes | factories).analyse(
                     step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
@@ -159,7 +163,7 @@ class Builder:
                 self._delete_lines(node)
 
     def _step(self, app: Application) -> None:
-        func, bound = app.mapped, {}
+        func, bound, factory, returned = app.mapped, {}, None, None
         options, fun = read_options(self.module, app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
@@ -167,12 +171,17 @@ class Builder:
             if len(func.decorator_list) != 1:
                 raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
             name, binding = func.name, func
+            made = returned_def(self.module, func)
+            if made is not None:  # `def make_step(): @partial(jax.pmap, ...) def step(...): ...; return step`
+                factory, returned = made
+                name = f"{factory.name}(...)"
         else:
             call = app.node
             assign = self.module.parent_of(call)
             at_once = isinstance(assign, ast.Call) and assign.func is call  # jax.pmap(f, "i")(x)
-            if not at_once and not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
-                                    and isinstance(assign.targets[0], ast.Name)):
+            factory = factory_of(self.module, call)  # `return jax.pmap(update, ...)` in `make_update`
+            if not at_once and factory is None and not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                                                        and isinstance(assign.targets[0], ast.Name)):
                 where = "passed to another call" if isinstance(assign, ast.Call) else (
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
@@ -183,8 +192,10 @@ class Builder:
                 func, bound = partial_of(self.module, fun, app.line)
             if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
                 raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
-            # A step called at once has no name of its own: it is known by where pmap is applied.
-            name = f"jax.pmap(...) at line {app.line}" if at_once else assign.targets[0].id
+            # A step called at once has no name of its own: it is known by where pmap is applied;
+            # one a factory returns, by the factory its callers call.
+            name = f"jax.pmap(...) at line {app.line}" if at_once else (
+                f"{factory.name}(...)" if factory is not None else assign.targets[0].id)
             binding = call
         self.fun[name] = fun
         values = {}
@@ -226,12 +237,16 @@ class Builder:
                 raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun)
+        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun, factory=factory,
+                                returned=returned)
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
 
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
+        for step in self.steps.values():
+            if step.factory is not None:
+                self._factory_only_binds_names(step.factory)
         for node in self.module.of_type(ast.Assign, ast.Name):
             if isinstance(node, ast.Assign) and any(_same_name(t, "__all__") for t in node.targets):
                 names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
@@ -252,6 +267,27 @@ class Builder:
                 if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
                         and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
                     raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
+
+    def _factory_only_binds_names(self, factory: ast.FunctionDef) -> None:
+        """Each call of a function returning the step binds it to one name (``p_update =
+        make_update(0.1)``), whose calls the driving code's analysis then follows."""
+        if factory.name in self._exported():
+            raise Blocked(factory.lineno, f"`{factory.name}` (which returns the pmapped step) is exported in "
+                          "`__all__`: its callers elsewhere pass values with pmap's device axis")
+        for _, node in self.module.names_at.get(factory.name, ()):
+            if not isinstance(node.ctx, ast.Load) or not any(
+                    getattr(b, "node", None) is factory for b in self.module.names.bindings(node)):
+                continue
+            call = self.module.parent_of(node)
+            assign = self.module.parent_of(call)
+            if not (isinstance(call, ast.Call) and call.func is node and isinstance(assign, ast.Assign)
+                    and assign.value is call and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+                raise Blocked(node.lineno, f"`{factory.name}` (which returns the pmapped step) is used other than "
+                              f"in `name = {factory.name}(...)`")
+
+    def _exported(self) -> set:
+        return {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
+                for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
 
     def _check_outputs(self, step: Step) -> None:
         returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
