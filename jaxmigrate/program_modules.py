@@ -14,6 +14,9 @@ name of that file's imports points to, looked up where Python looks when the pro
 Installed libraries are never read (lint imports nothing and reads only the user's tree): a name
 whose top package is a library this tool knows by its API (jax, flax, numpy, ...) is not looked up.
 
+``definition(qualified)`` goes one step further: the module-level binding the name has there,
+parsed once per content, through re-exports (``from .common import replicate`` in ``utils.py``).
+
 Every module file looked for is recorded with the digest of its bytes (or as absent), so a cached
 result of the importing file is used only while those files are as they were (``cache``).
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 from jaxmigrate.files import SourceError, decode, read_bytes
 
 ABSENT = "-"  # the digest recorded for a module file that is not there
+MAX_REEXPORTS = 4  # `from .common import replicate` in utils.py, followed this many modules deep
 MAX_BYTES = 2_000_000  # a module bigger than this is not read for another file's sake
 LIBRARIES = frozenset({
     "jax", "jaxlib", "flax", "optax", "haiku", "chex", "numpy", "scipy", "tensorflow", "tf", "torch",
@@ -44,6 +48,16 @@ class Module:
     path: Path
     digest: str
     text: str
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A module-level name of another module of the program, and its one binding there."""
+
+    module: object  # the core.module.ParsedModule of that file
+    path: Path
+    name: str
+    binding: object  # a names.Binding
 
 
 @dataclass
@@ -134,3 +148,42 @@ def _read(path: Path, current: Reading) -> Module | None:
         return Module(path, current.read[key], decode(raw, key).text)
     except SourceError:
         return None
+
+
+def definition(qualified: str, importer: Path | None = None, depth: int = 0) -> Definition | None:
+    """What ``qualified`` (a name the file being processed imports) is bound to at module level in
+    the program's module that defines it, followed through imports of that module (re-exports);
+    None where it is not one module-level binding of the program's own files."""
+    from jaxmigrate.names import ImportBinding
+
+    found = find(qualified, importer)
+    if found is None:
+        return None
+    source, name = found
+    module = parsed(source)
+    if module is None:
+        return None
+    bindings = module.names.module_scope.bindings.get(name, [])
+    if len(bindings) != 1:
+        return None
+    if isinstance(bindings[0], ImportBinding):
+        return definition(bindings[0].qualname, source.path, depth + 1) if depth < MAX_REEXPORTS else None
+    return Definition(module, source.path, name, bindings[0])
+
+
+_PARSED: dict[str, object] = {}  # path:digest -> ParsedModule (None: not Python): each read once a worker
+
+
+def parsed(source: Module):
+    """``source`` parsed (a core.module.ParsedModule, whose ``shared`` holds analyses of it), or None."""
+    from jaxmigrate.core.module import ParsedModule
+
+    key = f"{source.path}:{source.digest}"
+    if key not in _PARSED:
+        if len(_PARSED) > 256:
+            _PARSED.clear()
+        try:
+            _PARSED[key] = ParsedModule(source.text)
+        except (SyntaxError, ValueError, RecursionError):
+            _PARSED[key] = None
+    return _PARSED[key]

@@ -5,6 +5,7 @@ The fixture ``fixtures/migrate/to_global_jit/helpers_in_another_module/`` is a p
 files: ``train.in.py`` (the pmap program), ``utils.py`` (its ``replicate`` and ``shard``) and
 ``common.py`` (``unreplicate``, re-exported by ``utils.py``). ``train.out.py`` is what
 ``jaxmigrate --fix --unsafe-fixes`` writes for ``train.py`` with the other two beside it.
+``loss_in_another_module/`` is a step whose loss and metrics live in ``losses.py``.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ from jaxmigrate import engine, program_modules
 from jaxmigrate.cli import main
 
 PROGRAM = Path(__file__).resolve().parents[1] / "fixtures" / "migrate" / "to_global_jit" / "helpers_in_another_module"
+LOSSES = PROGRAM.parent / "loss_in_another_module"
 
 
 def jaxmigrate(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def copy_program(folder: Path) -> Path:
-    """The fixture program as a user has it: ``train.py`` beside ``utils.py`` and ``common.py``."""
+def copy_program(folder: Path, program: Path = PROGRAM) -> Path:
+    """A fixture program as a user has it: ``train.py`` beside the modules it imports."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("utils.py", "common.py"):
-        shutil.copy(PROGRAM / name, folder / name)
-    shutil.copy(PROGRAM / "train.in.py", folder / "train.py")
+    for module in program.glob("*.py"):
+        if not module.name.endswith((".in.py", ".out.py")):
+            shutil.copy(module, folder / module.name)
+    shutil.copy(program / "train.in.py", folder / "train.py")
     return folder
 
 
@@ -66,6 +69,38 @@ def test_a_helper_that_does_not_replicate_is_not_taken_for_one(project):
     utils.write_text(utils.read_text().replace("jnp.broadcast_to(x, (n,) + x.shape)", "x + n"))
     [finding] = jm101(jaxmigrate("check", "--output-format", "json", "train.py").stdout)
     assert "global view not possible: line 34: argument 1 of `update`" in finding["message"]
+
+
+# --- the step read into the functions of another module ----------------------------------------
+
+
+def test_the_step_is_read_into_the_loss_and_metrics_of_another_module(project):
+    copy_program(project, LOSSES)
+    losses = (project / "losses.py").read_text()
+    jaxmigrate("check", "--fix", "--unsafe-fixes", ".")
+    assert (project / "train.py").read_text() == (LOSSES / "train.out.py").read_text()
+    assert (project / "losses.py").read_text() == losses
+
+
+def test_a_collective_in_another_module_keeps_the_step_and_says_where(project):
+    copy_program(project, LOSSES)
+    losses = project / "losses.py"
+    losses.write_text(losses.read_text().replace("import jax.numpy as jnp", "import jax\nimport jax.numpy as jnp").replace(
+        "    return jnp.mean((predict(params, inputs) - targets) ** 2)",
+        '    return jax.lax.pmean(jnp.mean((predict(params, inputs) - targets) ** 2), "batch")'))
+    [finding] = jm101(jaxmigrate("check", "--output-format", "json", "train.py").stdout)
+    assert "global view not possible: line 17: `pmean` of a value not proven a per-shard mean" in finding["message"]
+    assert "`mean_squared_error` (losses.py, line 10) calls a collective (line 12 there)" in finding["message"]
+
+
+def test_what_blocks_in_another_module_is_named_with_its_file_and_line(project):
+    copy_program(project, LOSSES)
+    losses = project / "losses.py"
+    losses.write_text(losses.read_text().replace("jnp.abs(predict(params, inputs) - targets)",
+                                                 "jnp.sort(predict(params, inputs), axis=0)"))
+    [finding] = jm101(jaxmigrate("check", "--output-format", "json", "train.py").stdout)
+    assert ("line 19: `psum` of a value not proven a per-shard sum or mean; it is `count_close` (losses.py, line 14): "
+            "line 16 there: `jax.numpy.sort` of per-device values") in finding["message"]
 
 
 # --- the cache ----------------------------------------------------------------------------------

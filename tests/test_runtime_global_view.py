@@ -158,45 +158,50 @@ def test_two_processes_give_the_pmap_results(tmp_path):
             np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
 
 
-ANOTHER_MODULE = REPO / "fixtures" / "migrate" / "to_global_jit" / "helpers_in_another_module"
+PROGRAMS_OF_MODULES = {name: REPO / "fixtures" / "migrate" / "to_global_jit" / name
+                      for name in ("helpers_in_another_module", "loss_in_another_module")}
 
 
-def _program_of_three_modules(tmp_path: Path) -> tuple[Path, Path]:
-    """``train.py`` with its ``utils.py`` and ``common.py`` as written (``old/``), and as
-    ``jaxmigrate check --fix --unsafe-fixes new/`` rewrites the folder (``new/``)."""
+def _program_of_modules(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A fixture program of several modules as written (``old/``: ``train.py`` and the modules
+    beside it), and as ``jaxmigrate check --fix --unsafe-fixes new/`` rewrites the folder (``new/``)."""
     import shutil
     import subprocess
     import sys
 
+    folder = PROGRAMS_OF_MODULES[name]
     for side in ("old", "new"):
-        folder = tmp_path / side
-        folder.mkdir()
-        for name in ("utils.py", "common.py"):
-            shutil.copy(ANOTHER_MODULE / name, folder / name)
-        shutil.copy(ANOTHER_MODULE / "train.in.py", folder / "train.py")
+        (tmp_path / side).mkdir()
+        for module in folder.glob("*.py"):
+            if not module.name.endswith(".out.py"):
+                shutil.copy(module, tmp_path / side / module.name.replace("train.in.py", "train.py"))
     subprocess.run([sys.executable, "-m", "jaxmigrate", "check", "--fix", "--unsafe-fixes", "--no-cache",
                     str(tmp_path / "new")], capture_output=True, text=True, check=False)
     new = tmp_path / "new" / "train.py"
+    assert new.read_text() == (folder / "train.out.py").read_text()
     names = {getattr(n, "attr", getattr(n, "id", None)) for n in ast.walk(ast.parse(new.read_text()))}
-    assert "pmap" not in names and "utils" not in names and "replicate" not in names, "not the global view"
+    assert "pmap" not in names and "pmean" not in names and "psum" not in names, "not the global view"
     return tmp_path / "old" / "train.py", new
 
 
-def test_helpers_of_another_module_global_view_matches_pmap(tmp_path):
-    old, new = _program_of_three_modules(tmp_path)
+@pytest.mark.parametrize("name", sorted(PROGRAMS_OF_MODULES))
+def test_a_program_of_several_modules_global_view_matches_pmap(name, tmp_path):
+    old, new = _program_of_modules(tmp_path, name)
     report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)
     entry = report.entry("main")
-    assert entry.comparison is not None and len(entry.comparison.leaves) == 3
+    assert entry.comparison is not None and len(entry.comparison.leaves) >= 3
     old_kinds, new_kinds = entry.old.collectives.totals, entry.new.collectives.totals
     assert set(new_kinds) == set(old_kinds) == {"all-reduce"}, render_text(report)
     assert new_kinds["all-reduce"].bytes <= old_kinds["all-reduce"].bytes, render_text(report)
 
 
-def test_helpers_of_another_module_two_processes_give_the_pmap_results(tmp_path):
-    """Each process loads its own examples (seeded by its index); `utils.shard` became
-    make_array_from_process_local_data, so the step still averages over the 4 devices of both."""
-    old, new = _program_of_three_modules(tmp_path)
+@pytest.mark.parametrize("name", sorted(PROGRAMS_OF_MODULES))
+def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(name, tmp_path):
+    """Each process runs main() (the helpers' program loads its own examples, seeded by the
+    process index); the batch made global with make_array_from_process_local_data, the step
+    still averages over the 4 devices of both."""
+    old, new = _program_of_modules(tmp_path, name)
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
     for process in range(2):

@@ -27,15 +27,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from pathlib import Path
 
 from jaxmigrate import program_modules
-from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
-MAX_REEXPORTS = 4  # `from .common import replicate` in utils.py, followed this many modules deep
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,10 +49,9 @@ class Helper:
 class HelperSummaries:
     """The helper (if any) each call calls; one summary per function, computed when first asked."""
 
-    def __init__(self, module, path: Path | None = None) -> None:
+    def __init__(self, module) -> None:
         self.module = module
         self.leaf_action = DeviceAxisShapes(module).leaf_action
-        self.path = path  # the file this module is, when it is not the one being processed
         self._summaries: dict[int, str | None] = {}
 
     def of_call(self, call: ast.Call) -> Helper | None:
@@ -90,25 +86,19 @@ class HelperSummaries:
         action = self._summaries[id(fn)]
         return Helper(name, fn, statement, action) if action else None
 
-    def _imported(self, func: ast.expr, qualified: str | None, depth: int = 0) -> Helper | None:
+    def _imported(self, func: ast.expr, qualified: str | None) -> Helper | None:
         """A helper another module of the program defines (or imports from one, re-exported)."""
-        if qualified is None or depth > MAX_REEXPORTS:
-            return None
-        found = program_modules.find(qualified, self.path)
+        found = program_modules.definition(qualified) if qualified is not None else None
         if found is None:
             return None
-        source, name = found
-        other = _module_summaries(source)
+        other = found.module.shared.get("helper_summaries")
         if other is None:
-            return None
-        bindings = other.module.names.module_scope.bindings.get(name, [])
-        if len(bindings) == 1 and isinstance(bindings[0], ImportBinding):
-            return other._imported(func, bindings[0].qualname, depth + 1)
-        helper = other.of_module_name(name)
+            other = found.module.shared["helper_summaries"] = HelperSummaries(found.module)
+        helper = other.of_module_name(found.name)
         if helper is None:
             return None
         short = func.id if isinstance(func, ast.Name) else ast.unparse(func)
-        return Helper(short, None, None, helper.action, str(source.path))
+        return Helper(short, None, None, helper.action, str(found.path))
 
     def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> str | None:
         args = fn.args
@@ -147,19 +137,3 @@ class HelperSummaries:
             return self.leaf_action(leaf.body, leaf_args.args[0].arg)
         return self.leaf_action(result, param)
 
-
-# Another module's summaries, by its content: a pool worker reads each imported module once.
-_OTHER_MODULES: dict[str, HelperSummaries | None] = {}
-
-
-def _module_summaries(source: program_modules.Module) -> HelperSummaries | None:
-    key = f"{source.path}:{source.digest}"
-    if key not in _OTHER_MODULES:
-        if len(_OTHER_MODULES) > 256:
-            _OTHER_MODULES.clear()
-        try:
-            module = ParsedModule(source.text)
-        except (SyntaxError, ValueError, RecursionError):
-            module = None
-        _OTHER_MODULES[key] = None if module is None else HelperSummaries(module, source.path)
-    return _OTHER_MODULES[key]

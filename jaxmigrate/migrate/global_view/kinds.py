@@ -45,6 +45,7 @@ class Record:
 class Fn:
     node: ast.AST  # FunctionDef or Lambda
     frame: object  # the step.Frame it closes over, or None
+    elsewhere: object = None  # the program_modules.Definition of a function of another module
 
 
 @dataclass(frozen=True, eq=False)

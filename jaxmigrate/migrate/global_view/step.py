@@ -3,7 +3,8 @@
 Under ``pmap`` every device runs the step on its own slice of the batch. Under ``jax.jit`` over
 global arrays the same code runs once, on the whole batch. A value means the same thing in both
 only for some kinds of values, which this module tracks through the step (and through the
-module's own functions it calls, with ``jax.grad`` / ``value_and_grad`` / ``jax.tree.map``):
+functions it calls, with ``jax.grad`` / ``value_and_grad`` / ``jax.tree.map``: the module's own,
+and those of the program's other modules, read there with their imports, ``program_modules``):
 
 ``R``    replicated: the same on every device (parameters, constants, results of a collective);
 ``S``    per-example rows of the batch (the mapped batch, and row-wise functions of it);
@@ -28,6 +29,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from jaxmigrate import program_modules
 from jaxmigrate.migrate.global_view.kinds import (
     AXIS_ARGUMENT,
     BOT,
@@ -419,6 +421,10 @@ class StepAnalyzer:
         if isinstance(callee, Grad):
             return self._apply_grad(callee, node, frame)
         if qualified is not None:
+            other = program_modules.definition(qualified) if self._depth < self.MAX_DEPTH else None
+            if other is not None and isinstance(other.binding, OpaqueBinding) \
+                    and isinstance(other.binding.node, ast.FunctionDef):
+                return self._call_other_module(other, node, frame)
             return self._library(node, qualified, frame)
         if isinstance(node.func, ast.Attribute):
             return self._method(node, frame)
@@ -434,6 +440,8 @@ class StepAnalyzer:
         if not node.args:
             return U("jax.grad without a function", node.lineno)
         fn = self.expr(node.args[0], frame)
+        if not isinstance(fn, Fn):
+            fn = self._other_module_function(node.args[0])
         if not isinstance(fn, Fn):
             return U("the differentiated function is not one this analysis can read", node.lineno)
         has_aux, argnums = False, (0,)
@@ -457,7 +465,8 @@ class StepAnalyzer:
         for i in grad.argnums:
             if i >= len(args) or flat(args[i]) != R:
                 return U("a gradient with respect to a value that is not replicated", node.lineno)
-        out = self._call_def(grad.fn.node, args, grad.fn.frame)
+        out = self._run_elsewhere(grad.fn.elsewhere, args, {}, node) if grad.fn.elsewhere is not None else \
+            self._call_def(grad.fn.node, args, grad.fn.frame)
         value, aux = (out.items if isinstance(out, Seq) and grad.has_aux and len(out.items) == 2 else (out, None))
         if grad.has_aux and aux is None:
             return U("`has_aux=True` with a function that does not return a pair", node.lineno)
@@ -467,7 +476,8 @@ class StepAnalyzer:
         elif loss == R:
             grads = R
         else:
-            grads = U(f"the gradient of {describe(loss)} (line {node.lineno}), not of a per-shard mean or sum",
+            why = f" ({loss.why})" if isinstance(loss, U) else ""
+            grads = U(f"the gradient of {describe(loss)}{why} (line {node.lineno}), not of a per-shard mean or sum",
                       node.lineno if not isinstance(loss, U) else loss.line)
         if len(grad.argnums) > 1:
             grads = Seq((grads,) * len(grad.argnums))
@@ -636,6 +646,42 @@ class StepAnalyzer:
         return U(f"`.{func.attr}(...)` of per-device values is not known to treat examples independently",
                  node.lineno)
 
+    def _call_other_module(self, other: program_modules.Definition, node: ast.Call, frame: Frame) -> Kind:
+        """A function of another module of the program (``losses.cross_entropy(logits, labels)``)."""
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return U(f"`{self.module.segment(node.func)}` is called with starred arguments", node.lineno)
+        args = [self.expr(a, frame) for a in node.args]
+        keywords = {k.arg: self.expr(k.value, frame) for k in node.keywords}
+        return self._run_elsewhere(other, args, keywords, node)
+
+    def _other_module_function(self, node: ast.expr) -> Fn | None:
+        """``losses.loss_fn`` given to ``jax.grad``: a function of another module of the program."""
+        qualified = self.names.qualified_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        other = program_modules.definition(qualified) if qualified is not None else None
+        if other is not None and isinstance(other.binding, OpaqueBinding) \
+                and isinstance(other.binding.node, ast.FunctionDef):
+            return Fn(other.binding.node, None, other)
+        return None
+
+    def _run_elsewhere(self, other: program_modules.Definition, args: list[Kind], keywords: dict[str, Kind],
+                       node: ast.Call) -> Kind:
+        """The kind another module's function returns, read in that module with its own imports.
+        It may not hold collectives: the fix edits only the file it checks, so a ``pmean`` there
+        would stay, and stay wrong."""
+        where = f"`{other.name}` ({other.path.name}, line {other.binding.node.lineno})"
+        analyzer = StepAnalyzer(other.module, self.axis)
+        analyzer._depth = self._depth + 1
+        try:
+            out = analyzer._call_def(other.binding.node, args, None, keywords)
+        except Blocked as blocked:
+            return U(f"{where}: line {blocked.line} there: {blocked.message}", node.lineno)
+        if analyzer.result.edits:
+            first = min(e.node.lineno for e in analyzer.result.edits.values())
+            return U(f"{where} calls a collective (line {first} there), which this fix does not rewrite in "
+                     "another module", node.lineno)
+        self.keys_used = self.keys_used or analyzer.keys_used
+        return _relocated(out, where, node.lineno)
+
     def _opaque(self, node: ast.Call, frame: Frame) -> Kind:
         kinds = [self.expr(a.value if isinstance(a, ast.Starred) else a, frame) for a in node.args]
         kinds += [self.expr(k.value, frame) for k in node.keywords]
@@ -644,6 +690,20 @@ class StepAnalyzer:
         if all(flat(k) == R for k in kinds):
             return R
         return U("a call this analysis cannot follow receives per-device values", node.lineno)
+
+
+def _relocated(kind: Kind, where: str, line: int) -> Kind:
+    """A kind another module's analysis returned, told from the caller's line: its reasons name
+    lines of that module, and a function of it cannot be called with this module's resolver."""
+    if isinstance(kind, U):
+        return U(f"{where}: line {kind.line} there: {kind.why}", line)
+    if isinstance(kind, (Fn, Grad)):
+        return U(f"{where} returns a function", line)
+    if isinstance(kind, Seq):
+        return Seq(tuple(_relocated(k, where, line) for k in kind.items))
+    if isinstance(kind, Record):
+        return Record(tuple((key, _relocated(k, where, line)) for key, k in kind.items))
+    return kind
 
 
 def _is_shape_of_rows(node: ast.expr, analyzer: "StepAnalyzer", frame: Frame) -> bool:
