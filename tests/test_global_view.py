@@ -265,3 +265,27 @@ def test_a_factory_whose_step_cannot_be_followed_blocks_with_the_line(old, new, 
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+_READERS = (FIXTURES / "functions_given_step_values.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    rng = np.random.default_rng(0)\n", "    rng = np.random.default_rng(0)\n"
+                 "    log_loss(np.zeros((n,)), -1)\n", "log_loss(np.zeros", "is called or used here where this fix "
+                 "does not read it", id="also given a host value"),
+    pytest.param("    rng = np.random.default_rng(0)\n", "    rng = np.random.default_rng(0)\n"
+                 "    hooks = [log_loss]\n", "hooks = [log_loss]", "is called or used here where this fix does not "
+                 "read it", id="used as a value"),
+    pytest.param('    """Keep the first replica\'s copy, on the host."""\n',
+                 '    """Keep the first replica\'s copy, on the host."""\n    print(params[1])\n',
+                 "print(params[1])", "indexes a value with pmap's device axis", id="reads another device's copy"),
+    pytest.param("        save_checkpoint(params, step)", "        save_checkpoint(params, step=step)",
+                 "save_checkpoint(params, step=step)", "has pmap's device axis here", id="keyword arguments"),
+])
+def test_a_function_given_step_values_that_cannot_be_read_blocks(old, new, marker, reason):
+    text = _READERS.replace(old, new)
+    assert text != _READERS
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker

@@ -143,6 +143,8 @@ class DriverAnalyzer:
         self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
         self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
         self.factory_calls: set[int] = set()
+        self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
+        self.reader_calls: set[int] = set()
         for scope in scopes:
             if id(scope) in self.wrappers:
                 continue  # read at each of its calls, with the kinds its arguments have there
@@ -150,6 +152,7 @@ class DriverAnalyzer:
             self._block(scope.body, {})
             self._no_escape(scope, self._device_names)
         self._factories_called_where_read()
+        self._readers_only_called_where_read()
 
     def _factories_called_where_read(self) -> None:
         """A factory's locals count as host values (``StepAnalyzer``'s host scopes) because its
@@ -211,9 +214,37 @@ class DriverAnalyzer:
                 pending.extend(ast.iter_child_nodes(node))
         return found
 
-    def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict):
-        """A call of a function that drives the step: its body read with the arguments' kinds; the
-        kind of what it returns."""
+    def _reader(self, func: ast.expr) -> ast.FunctionDef | None:
+        """The def of this module ``func`` calls, when it is one the analysis may read at its calls
+        as it reads the functions that drive the step: a function given values with pmap's device
+        axis (``save_checkpoint(state)``, ``log(metrics)``), whose reads of them are rewritten too."""
+        if not isinstance(func, ast.Name):
+            return None
+        bindings = self.names.bindings(func)
+        if len(bindings) != 1 or not isinstance(bindings[0], OpaqueBinding) \
+                or not isinstance(bindings[0].node, ast.FunctionDef):
+            return None
+        found = bindings[0].node
+        if any(found is step.func or found is step.factory for step in self.steps.values()):
+            return None
+        return found
+
+    def _readers_only_called_where_read(self) -> None:
+        """A function read at its calls has one text for all of them: each of its calls must be one
+        the analysis read (with the kinds its arguments have there), and it is used no other way."""
+        for reader in self.readers.values():
+            for _, node in self.module.names_at.get(reader.name, ()):
+                if not isinstance(node.ctx, ast.Load) or not any(
+                        getattr(b, "node", None) is reader for b in self.names.bindings(node)):
+                    continue
+                call = self.module.parent_of(node)
+                if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.reader_calls):
+                    raise Blocked(node.lineno, f"`{reader.name}` is given values with pmap's device axis elsewhere, "
+                                  "and is called or used here where this fix does not read it")
+
+    def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list | None = None):
+        """A call of a function that drives the step (or reads its values): its body read with the
+        arguments' kinds; the kind of what it returns."""
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called with keyword or "
                           "starred arguments")
@@ -225,8 +256,9 @@ class DriverAnalyzer:
         if any(func is reading for reading, _ in self._inline):
             raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) calls itself")
         inner = {a.arg: HOST for a in args.args}
-        for param, arg in zip(args.args, node.args):
-            inner[param.arg] = self.expr(arg, env)
+        kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
+        for param, kind in zip(args.args, kinds):
+            inner[param.arg] = kind
         outer_names, self._device_names = self._device_names, set()
         for name, kind in inner.items():
             if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
@@ -554,6 +586,13 @@ class DriverAnalyzer:
                     leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, helper.action, arg, helper)
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[helper.action]
+        reader = self._reader(func)
+        if reader is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            kinds = [self.expr(a, env) for a in node.args]
+            if id(reader) in self.readers or any(leaf in CARRIES_AXIS for k in kinds for leaf in _hleaves(k)):
+                self.readers[id(reader)] = reader
+                self.reader_calls.add(id(node))
+                return self._wrapper_call(reader, node, env, kinds)
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
             kind = self.expr(arg, env)
