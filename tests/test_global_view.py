@@ -289,3 +289,11 @@ def test_a_function_given_step_values_that_cannot_be_read_blocks(old, new, marke
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+def test_a_key_folded_with_another_axis_index_blocks():
+    text = (FIXTURES / "fold_in_axis_index.in.py").read_text()
+    text = text.replace('lax.axis_index("batch")', 'lax.axis_index("model")')
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if 'axis_index("model")' in t)
+    assert not view.possible and view.line == line and "`axis_index` has no global-view equivalent" in view.reason

@@ -342,7 +342,15 @@ class Builder:
 
     def _collective(self, edit: CollectiveEdit) -> None:
         node, arg = edit.node, edit.arg
-        self._drop_import(node.func)
+        inside = {id(n) for n in ast.walk(arg)}
+        for name in ast.walk(node):  # what the replaced call alone imported (`lax` of axis_index) goes too
+            if isinstance(name, ast.Name) and id(name) not in inside:
+                self._drop_import(name)
+        if edit.action == "unfold":
+            self.notes.add("per-device RNG keys (`fold_in(key, axis_index(...))`) become the one key they were "
+                           "folded from: the random streams change")
+            self._replace(node, self._atom(arg, node))
+            return
         if edit.action == "drop":
             statement = self.module.parent_of(node)
             if isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1 \

@@ -66,7 +66,7 @@ class CollectiveEdit:
 
     node: ast.Call
     arg: ast.expr
-    action: str  # "drop" (the argument itself) | "scale" (times the device count)
+    action: str  # "drop" (the argument itself) | "scale" (times the device count) | "unfold" (the key folded)
     tree: bool = False
 
 
@@ -405,6 +405,9 @@ class StepAnalyzer:
             return self.grad_transform(node, GRADS[qualified], frame)
         if qualified in TREE_MAPS:
             return self.tree_map(node, frame)
+        if qualified == "jax.random.fold_in" and len(node.args) == 2 and not node.keywords \
+                and self._is_axis_index(node.args[1]):
+            return self._unfold(node, frame)
         if qualified is not None and qualified.startswith("jax.random.") and node.args:
             first = flat(self.expr(node.args[0], frame), node.lineno)
             if first == KEY:
@@ -538,6 +541,29 @@ class StepAnalyzer:
         if axis is not None and self.axis is not None and axis != self.axis:
             raise Blocked(node.lineno, f"`{short}` over axis {axis!r}, not the pmap's axis {self.axis!r}")
         raise Blocked(node.lineno, f"`{short}` has no global-view equivalent GSPMD inserts by itself")
+
+    def _is_axis_index(self, node: ast.expr) -> bool:
+        """``jax.lax.axis_index(axis)`` of the step's own axis: the device's position under pmap."""
+        return isinstance(node, ast.Call) and self.names.qualified_name(node.func) == "jax.lax.axis_index" \
+            and self.axis is not None and (
+                len(node.args) == 1 and not node.keywords and self.literal_string(node.args[0]) == self.axis
+                or not node.args and len(node.keywords) == 1 and node.keywords[0].arg == "axis_name"
+                and self.literal_string(node.keywords[0].value) == self.axis)
+
+    def _unfold(self, node: ast.Call, frame: Frame) -> Kind:
+        """``fold_in(key, axis_index(axis))``: under pmap one key per device; in the global view
+        the one key it was folded from draws for the whole batch (as a key split per device at the
+        call site becomes the key it was split from): the random streams change, their meaning
+        (draws shaped like the rows, ``random``) does not."""
+        key = flat(self.expr(node.args[0], frame), node.lineno)
+        if key not in (R, KEY):
+            return U(f"`fold_in` of {describe(key)} with the device's index", node.lineno)
+        new = CollectiveEdit(node, node.args[0], "unfold")
+        old = self.result.edits.get(id(node))
+        if old is not None and old.action != new.action:
+            raise Blocked(node.lineno, "this fold_in is reached with values of different kinds")
+        self.result.edits[id(node)] = new
+        return KEY
 
     def _edit(self, node: ast.Call, arg: ast.expr, action: str, kind: Kind) -> Kind:
         tree = not (flat(kind) != BOT and not isinstance(kind, (Seq, Record)) and not self._tree_valued(arg))
