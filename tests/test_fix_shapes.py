@@ -222,3 +222,15 @@ def test_a_with_over_a_legacy_mesh_offers_the_fix_fix_applies():
     assert [(f.code, f.line, f.fix is None) for f in findings] == [("JM303", 1, False), ("JM308", 4, False)]
     assert fixed(text).text == ("from jax.sharding import Mesh\nimport jax\nmesh1 = Mesh(jax.devices(), ('x',))\n"
                                 "with jax.set_mesh(mesh1):\n    pass\n")
+
+
+def test_jax_imported_again_under_a_condition_is_still_jax_for_the_fix():
+    # `import jax.experimental.pjit` in an `if` rebinds `jax` to the same module: check offers the
+    # JM308 fix (it called `jax` "bound to something else" and offered none, and --fix then
+    # rewrote the line once JM201 had removed that import).
+    text = ("import jax\nfrom jax.sharding import Mesh\n"
+            "mesh1 = Mesh(jax.devices(), ('x',))\nwith mesh1:\n    pass\n"
+            "if True:\n    import jax.experimental.pjit\n    p3 = jax.experimental.pjit.pjit(abs)\n")
+    jm308 = [f for f in lint_text(text, "t.py", RULES, TARGET) if f.code == "JM308"]
+    assert len(jm308) == 1 and jm308[0].fix is not None
+    assert "with jax.set_mesh(mesh1):" in fixed(text).text

@@ -193,9 +193,10 @@ class ParsedModule:
     # -- naming ------------------------------------------------------------------------------
 
     def module_alias(self, qualname: str) -> str | None:
-        """A module-level name every binding of which imports ``qualname`` in a statement of the
-        module's own body (not under a ``try:`` or an ``if``, which may not run, nor bind it
-        before the code a fix writes), and that no inner scope rebinds."""
+        """A module-level name every binding of which imports ``qualname``, one of them in a
+        statement of the module's own body (an import under a ``try:`` or an ``if`` may not run;
+        beside an unconditional one it only binds the same module again: ``import jax`` and, in
+        an ``if``, ``import jax.experimental.pjit``), and that no inner scope rebinds."""
         return self._aliases.get(qualname)
 
     @cached_property
@@ -207,10 +208,8 @@ class ParsedModule:
         for name, bindings in scope.bindings.items():
             first = bindings[0] if bindings else None
             if isinstance(first, ImportBinding) and name not in inner and all(
-                isinstance(b, ImportBinding) and b.qualname == first.qualname
-                and isinstance(self.parent.get(id(self.parent.get(id(b.node)))), ast.Module)
-                for b in bindings
-            ):
+                isinstance(b, ImportBinding) and b.qualname == first.qualname for b in bindings
+            ) and any(isinstance(self.parent.get(id(self.parent.get(id(b.node)))), ast.Module) for b in bindings):
                 aliases.setdefault(first.qualname, name)
         return aliases
 
