@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,33 @@ def test_a_key_folded_with_another_axis_index_blocks():
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if 'dropout_key = ' in t)
     assert not view.possible and view.line == line and "`axis_index` has no global-view equivalent" in view.reason
+
+
+def test_a_parameter_of_a_driving_function_is_traced_to_what_its_caller_passed():
+    # brax's PPO: the state reaches the step through `training_epoch_with_timing(state, keys)`;
+    # what blocks is the replication onto a slice of the devices, at the caller, and the finding
+    # says so (it used to stop at the parameter's name).
+    text = textwrap.dedent("""\
+        import jax
+
+
+        def train(state, batches, local_devices_to_use):
+            def training_epoch(state, batch):
+                return jax.lax.pmean(state, "i"), batch
+
+            training_epoch = jax.pmap(training_epoch, axis_name="i")
+
+            def training_epoch_with_timing(state, batch):
+                return training_epoch(state, batch)
+
+            state = jax.device_put_replicated(
+                state,
+                jax.local_devices()[:local_devices_to_use])
+            for batch in batches:
+                state, _ = training_epoch_with_timing(state, batch)
+            return state
+        """)
+    view = plan_global(text)
+    assert not view.possible and view.line == 11, view.blocker
+    assert "; `jax.device_put_replicated(state, jax.local_devices()[:" in view.reason
+    assert "(line 13) replicates onto `jax.local_devices()[:local_devices_to_use]`" in view.reason

@@ -140,6 +140,7 @@ class DriverAnalyzer:
         self.wrappers = self._wrappers(scopes)
         self.scopes = frozenset(id(scope) for scope in scopes)
         self._inline: list[tuple[ast.FunctionDef, list]] = []  # wrappers being read, their returns' kinds
+        self._passed: list[dict[str, ast.expr]] = []  # per wrapper being read: its parameters' call-site values
         self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
         self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
         self.factory_calls: set[int] = set()
@@ -264,6 +265,7 @@ class DriverAnalyzer:
             if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
                 self._device_names.add(name)
         self._inline.append((func, []))
+        self._passed.append(dict(zip((a.arg for a in args.args), node.args)))
         self._reads.append(set())
         try:
             self._block(func.body, inner)
@@ -272,6 +274,7 @@ class DriverAnalyzer:
             made = frozenset(self._reads[-1])
         finally:
             self._inline.pop()
+            self._passed.pop()
             self._reads.pop()
             self._device_names = outer_names
         # One text serves every call: each must need the same edits in it (a `params[0]` that reads
@@ -495,7 +498,8 @@ class DriverAnalyzer:
                           "view has no counterpart")
 
     def _short(self, node: ast.AST) -> str:
-        text = self.module.segment(node).replace("\n", " ")
+        text = " ".join(self.module.segment(node).split())  # a call laid out over lines, on one
+        text = text.replace("( ", "(").replace(", )", ")") if "\n" in self.module.segment(node) else text
         return text if len(text) <= 60 else text[:57] + "..."
 
     def expr(self, node: ast.expr, env: dict):
@@ -694,9 +698,13 @@ class DriverAnalyzer:
             raise Blocked(node.lineno, f"`{step.name}` is called with {len(given)} arguments")
         return sorted(given, key=lambda item: item[0])
 
-    def _hint(self, arg: ast.expr) -> str:
-        """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead."""
+    def _hint(self, arg: ast.expr, depth: int = 0) -> str:
+        """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead
+        (a parameter of a function being read at its call: what that call passed)."""
         producers: list[ast.AST] = [arg]
+        if isinstance(arg, ast.Name) and depth < len(self._passed) and self._inline \
+                and self.scope_of(arg) is self._inline[-1 - depth][0] and arg.id in self._passed[-1 - depth]:
+            return self._hint(self._passed[-1 - depth][arg.id], depth + 1)
         if isinstance(arg, ast.Name):
             scope = self.scope_of(arg)
             producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
