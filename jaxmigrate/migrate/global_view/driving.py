@@ -246,16 +246,16 @@ class DriverAnalyzer:
     def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list | None = None):
         """A call of a function that drives the step (or reads its values): its body read with the
         arguments' kinds; the kind of what it returns."""
+        role = "which drives the pmapped step" if id(func) in self.wrappers else "given pmap's device axis"
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called with keyword or "
-                          "starred arguments")
+            raise Blocked(node.lineno, f"`{func.name}` ({role}) is called with keyword or starred arguments")
         args = func.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(node.args) > len(args.args) \
                 or len(node.args) < len(args.args) - len(args.defaults):
-            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) takes *args, **kwargs, "
+            raise Blocked(node.lineno, f"`{func.name}` ({role}) takes *args, **kwargs, "
                           "keyword-only arguments or defaults this call does not match")
         if any(func is reading for reading, _ in self._inline):
-            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) calls itself")
+            raise Blocked(node.lineno, f"`{func.name}` ({role}) calls itself")
         inner = {a.arg: HOST for a in args.args}
         kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
         for param, kind in zip(args.args, kinds):
@@ -282,7 +282,7 @@ class DriverAnalyzer:
         settled = not any(leaf == BOT for kind in inner.values() for leaf in _hleaves(kind))
         known = self._wrapper_edits.setdefault(id(func), (made, node.lineno)) if settled else (made, 0)
         if known[0] != made:
-            raise Blocked(node.lineno, f"`{func.name}` (which drives the pmapped step) is called here with values "
+            raise Blocked(node.lineno, f"`{func.name}` ({role}) is called here with values "
                           f"whose device axis differs from its call at line {known[1]}")
         kind = BOT
         for returned in returns or [HOST]:
@@ -522,9 +522,12 @@ class DriverAnalyzer:
             for key in node.keys:
                 self._host(key, env)
             kinds = {self.expr(value, env) for value in node.values}
+            known = kinds - {BOT}  # BOT: a step's output not known yet on this round
+            if not known:
+                return BOT
             # A dict whose every value is replicated (or every one split) is such a tree itself.
-            if len(kinds) == 1 and next(iter(kinds)) in (HOST, DREP, DSHARD):
-                return kinds.pop()
+            if len(known) == 1 and next(iter(known)) in (HOST, DREP, DSHARD):
+                return known.pop()
             if any(leaf in CARRIES_AXIS for kind in kinds for leaf in _hleaves(kind)):
                 raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
                               "axis, or laid out differently")
@@ -597,6 +600,7 @@ class DriverAnalyzer:
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds)
+            return HOST  # a function of the module given host values (read above), as any call
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
             kind = self.expr(arg, env)
