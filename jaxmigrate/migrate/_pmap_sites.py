@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from jaxmigrate.core.ast_fields import walk
+from jaxmigrate.core.flow import ancestors, enclosing_scope
 from jaxmigrate.core.module import ParsedModule
 from jaxmigrate.migrate._plan import Plan, Unprovable, declined_edits, invented_axis
 from jaxmigrate.names import LOCAL, NameResolver, OpaqueBinding, Target, ValueBinding
@@ -457,6 +458,24 @@ class Planner:
                         or "multihost_utils" in name or name.endswith("host_local_array_to_global_array"):
                     return f"`{name}` at line {node.lineno}"
         return None
+
+    @cached_property
+    def _refusing_scopes(self) -> list[ast.AST]:
+        """The functions (or the module) that refuse to run as several processes."""
+        found = []
+        for node in self.module.of_type(ast.Attribute, ast.Name):
+            word = node.attr if isinstance(node, ast.Attribute) else node.id
+            if word == "process_count" and "jax.process_count" in self.resolver.candidates(node) \
+                    and self._refuses_processes(node):
+                found.append(enclosing_scope(self.module, node))
+        return found
+
+    def refuses_processes_at(self, node: ast.AST) -> bool:
+        """The code around ``node`` runs as one process: its function (or the module's top level)
+        refuses several (``if process_count > 1: raise``, brax's ES and ARS)."""
+        scopes = self._refusing_scopes
+        return bool(scopes) and (self.module.tree in scopes or any(
+            scope is enclosing_scope(self.module, node) or scope in ancestors(self.module, node) for scope in scopes))
 
     def _refuses_processes(self, node: ast.AST) -> bool:
         """``jax.process_count()`` read only to refuse more than one process (brax's ES and ARS:

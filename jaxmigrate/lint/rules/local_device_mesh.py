@@ -59,7 +59,9 @@ class LocalDeviceMesh(Rule):
     jax.local_device_count())` shape is global), and the mesh - written inline or through a name
     bound once - reaches a `NamedSharding`, a context mesh or a `shard_map`. A mesh used for
     nothing else (e.g. only to list devices for `pmap`) is not reported. Single-host programs are
-    reported too: the code is correct there only by coincidence.
+    reported too: the code is correct there only by coincidence - unless the function that builds
+    the mesh refuses several processes itself (`if jax.process_count() > 1: raise ...`, as brax's
+    ES and ARS trainers do, and the exact pmap rewrite then builds such a mesh there).
 
     ## Fix safety
     No fix: a global mesh also needs global arrays (`jax.make_array_from_process_local_data`),
@@ -97,12 +99,30 @@ class LocalDeviceMesh(Rule):
             "    jax.tree.map(lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))), params),\n"
             "    NamedSharding(Mesh(jax.local_devices(), ('devices',)), P('devices')),\n)\n"
         ),
+        Valid(  # a function that refuses several processes: local devices are every device
+            "import jax\nfrom jax.sharding import NamedSharding, PartitionSpec as P\n"
+            "def train(x, n):\n    if jax.process_count() > 1:\n        raise ValueError('one process only')\n"
+            "    mesh = jax.make_mesh((n,), ('d',), devices=jax.local_devices()[:n])\n"
+            "    return jax.device_put(x, NamedSharding(mesh, P('d')))\n"
+        ),
         Valid(  # a local `local_devices`
             "import jax\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
             "def local_devices():\n    return jax.devices()\nm = Mesh(local_devices(), ('d',))\ns = NamedSharding(m, P())\n"
         ),
     ]
     INVALID = [
+        Invalid(  # the refusal guards another function
+            """
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+            def check():
+                if jax.process_count() > 1:
+                    raise ValueError("one process only")
+            def train(x, n):
+                mesh = jax.make_mesh((n,), ("d",), devices=jax.local_devices()[:n])
+                return jax.device_put(x, NamedSharding(mesh, P("d")))
+            """
+        ),
         Invalid(
             """
             import jax
@@ -145,7 +165,7 @@ class LocalDeviceMesh(Rule):
         for node in ctx.nodes if uses else ():
             if id(node) in uses:
                 mesh = single_value(names, node) if isinstance(node, ast.Name) else node
-                if mesh is not None and self._is_local_mesh(ctx, mesh):
+                if mesh is not None and self._is_local_mesh(ctx, mesh) and not self._one_process(ctx, mesh):
                     ctx.report(
                         mesh,
                         f"mesh over this process's devices only, used for {uses[id(node)]}: with several"
@@ -154,6 +174,15 @@ class LocalDeviceMesh(Rule):
                         " does not). Build it from `jax.devices()` (`jax.make_mesh((jax.device_count(),),"
                         " ...)`) and make batches with `jax.make_array_from_process_local_data`",
                     )
+
+    @staticmethod
+    def _one_process(ctx, mesh: ast.expr) -> bool:
+        """The function building the mesh refuses several processes (``if jax.process_count() >
+        1: raise``): local and global devices are the same there, by the code's own check (the
+        exact pmap rewrite builds such meshes in brax's ES and ARS)."""
+        from jaxmigrate.migrate._pmap_sites import planner_of
+
+        return planner_of(ctx.module).refuses_processes_at(mesh)
 
     def _per_device_placements(self, ctx) -> set[int]:
         """The shardings of `jax.device_put(value, sharding)` calls whose value has one slice per
