@@ -328,3 +328,33 @@ def test_a_parameter_of_a_driving_function_is_traced_to_what_its_caller_passed()
     assert not view.possible and view.line == 11, view.blocker
     assert "; `jax.device_put_replicated(state, jax.local_devices()[:" in view.reason
     assert "(line 13) replicates onto `jax.local_devices()[:local_devices_to_use]`" in view.reason
+
+
+_OBJECT = (FIXTURES / "step_on_an_object.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    return trainer.result()", "    print(trainer.params)\n    return trainer.result()",
+                 "print(trainer.params)", "`.params` is read here, where this fix does not follow it",
+                 id="an attribute read from outside"),
+    pytest.param("        self.losses = []\n", "        self.losses = []\n        register(self)\n", "register(self)",
+                 "`self` is passed on here", id="self passed on"),
+    pytest.param("def main(steps=3):", "class Tuned(Trainer):\n    pass\n\n\ndef main(steps=3):", "class Tuned",
+                 "derives from `Trainer`", id="a subclass"),
+    pytest.param("class Trainer:", "class Trainer(Base):", "class Trainer(Base)", "has a base class",
+                 id="a base class"),
+    pytest.param("    def result(self):\n", "    def reset(self, params):\n        self.params = params\n\n"
+                 "    def result(self):\n", "self.params = params",
+                 "holds values with pmap's device axis and values without it", id="a host value assigned too"),
+    pytest.param("class Trainer:\n", "class Trainer:\n    params = None\n\n", "    params = None",
+                 "has a class-level value too", id="a class-level value"),
+    pytest.param("        self.params, loss = self.p_train_step(self.params, batch)",
+                 "        step = self.p_train_step\n        self.params, loss = step(self.params, batch)",
+                 "step = self.p_train_step", "is used other than by calling it", id="the step as a value"),
+])
+def test_an_object_whose_attributes_escape_blocks_with_the_line(old, new, marker, reason):
+    text = _OBJECT.replace(old, new)
+    assert text != _OBJECT
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker

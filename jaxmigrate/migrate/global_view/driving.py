@@ -26,6 +26,12 @@ import ast
 from dataclasses import dataclass, field
 
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
+from jaxmigrate.migrate.global_view.objects import (
+    check_holder,
+    class_level_names,
+    reads_only_through_self,
+    self_attribute,
+)
 from jaxmigrate.migrate.global_view.kinds import (
     BOT,
     KEY,
@@ -84,6 +90,7 @@ class Step:
     fun: ast.expr | None = None  # call form: the expression naming the function pmap maps
     factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
     returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
+    holder: tuple | None = None  # (class, attribute) of `self.<attribute> = jax.pmap(...)` (``objects``)
 
 
 @dataclass
@@ -123,6 +130,11 @@ class DriverAnalyzer:
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
         self._factories = {id(step.factory): step for step in steps.values() if step.factory is not None}
+        self._held = {(id(step.holder[0]), step.holder[1]): step for step in steps.values() if step.holder}
+        # The kind of each attribute of a class holding a step, joined over every assignment in
+        # its methods (flow-insensitive: methods run in any order), kept from one pass to the next.
+        self.attributes: dict[tuple[int, str], object] = {}
+        self._assigned = self._assigned_attributes()
         self.shapes = DeviceAxisShapes(module)
         self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
@@ -143,17 +155,56 @@ class DriverAnalyzer:
         self._passed: list[dict[str, ast.expr]] = []  # per wrapper being read: its parameters' call-site values
         self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
         self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
-        self.factory_calls: set[int] = set()
-        self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
-        self.reader_calls: set[int] = set()
-        for scope in scopes:
-            if id(scope) in self.wrappers:
-                continue  # read at each of its calls, with the kinds its arguments have there
-            self._device_names: set[str] = set()
-            self._block(scope.body, {})
-            self._no_escape(scope, self._device_names)
+        for _ in range(4):
+            settled = dict(self.attributes)
+            self.edits.clear()
+            self.factory_calls: set[int] = set()
+            self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
+            self.reader_calls: set[int] = set()
+            self._wrapper_edits.clear()
+            for scope in scopes:
+                if id(scope) in self.wrappers:
+                    continue  # read at each of its calls, with the kinds its arguments have there
+                self._device_names: set[str] = set()
+                self._block(scope.body, {})
+                self._no_escape(scope, self._device_names)
+            if self.attributes == settled:
+                break
+        else:
+            raise Blocked(1, "the kinds of the attributes of the object holding the step do not settle")
         self._factories_called_where_read()
         self._readers_only_called_where_read()
+        self._held_only_through_self()
+
+    def _assigned_attributes(self) -> set[tuple[int, str]]:
+        """(class, attribute) of every ``self.<attribute> = ...`` in a class holding a step."""
+        holders = {id(step.holder[0]) for step in self.steps.values() if step.holder}
+        found = set()
+        for node in self.module.of_type(ast.Attribute) if holders else ():
+            if isinstance(node.ctx, ast.Store):
+                held = self_attribute(self.module, node)
+                if held is not None and id(held[0]) in holders:
+                    found.add((id(held[0]), held[1]))
+        return found
+
+    def _held_only_through_self(self) -> None:
+        """The step an object holds, and its attributes with the device axis, are reached only as
+        ``self.<name>`` in the methods this analysis read."""
+        owners = {id(step.holder[0]): step.holder[0] for step in self.steps.values() if step.holder}
+        for owner in owners.values():
+            check_holder(self.module, owner)
+        for step in self.steps.values():
+            if step.holder:
+                reads_only_through_self(self.module, step.holder[0], step.holder[1], self.scopes,
+                                        f"the pmapped step `{step.name}`")
+        for (owner_id, attribute), kind in self.attributes.items():
+            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                reads_only_through_self(self.module, owners[owner_id], attribute, self.scopes,
+                                        "a value with pmap's device axis")
+                line = class_level_names(owners[owner_id]).get(attribute)
+                if line is not None:
+                    raise Blocked(line, f"`{attribute}` of `{owners[owner_id].name}` has a class-level value too, "
+                                  "read until a method assigns one with pmap's device axis")
 
     def _factories_called_where_read(self) -> None:
         """A factory's locals count as host values (``StepAnalyzer``'s host scopes) because its
@@ -321,6 +372,13 @@ class DriverAnalyzer:
                 if id(scope) not in seen:
                     seen.add(id(scope))
                     scopes.append(scope)
+        # A class holding a step: every method is read (they share its attributes).
+        for step in self.steps.values():
+            if step.holder:
+                for method in step.holder[0].body:
+                    if isinstance(method, ast.FunctionDef) and id(method) not in seen:
+                        seen.add(id(method))
+                        scopes.append(method)
         return scopes
 
     def _called_at_once(self, pmap_call: ast.Call) -> bool:
@@ -483,6 +541,21 @@ class DriverAnalyzer:
                 self._bind(element.value if isinstance(element, ast.Starred) else element,
                            BOT if kind == BOT else HOST, env)
             return
+        held = self_attribute(self.module, target) if self._assigned else None
+        if held is not None and (id(held[0]), held[1]) in self._assigned:
+            key = (id(held[0]), held[1])
+            if key in self._held:
+                if isinstance(self.module.parent_of(target), ast.Assign) \
+                        and self.module.parent_of(target).value is self._held[key].binding:
+                    return  # `self.p_train_step = jax.pmap(...)`: the step itself
+                raise Blocked(target.lineno, f"`{self._short(target)}`, which holds the pmapped step, is assigned "
+                              "again")
+            joined = _hjoin(self.attributes.get(key, BOT), kind)
+            if MIXED in _hleaves(joined):
+                raise Blocked(target.lineno, f"`{self._short(target)}` holds values with pmap's device axis and "
+                              "values without it (or laid out differently) at different assignments")
+            self.attributes[key] = joined
+            return
         # An attribute or item: the value escapes where this fix cannot follow it.
         if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
             raise Blocked(target.lineno, "a value with pmap's device axis is stored in an attribute or container, "
@@ -512,6 +585,12 @@ class DriverAnalyzer:
             return HOST if kind == EMPTY else kind
         if isinstance(node, ast.Call):
             return self._call(node, env)
+        if isinstance(node, ast.Attribute) and self._assigned:
+            held = self_attribute(self.module, node)
+            if held is not None and (id(held[0]), held[1]) in self._assigned:
+                if (id(held[0]), held[1]) in self._held:
+                    raise Blocked(node.lineno, f"`{self._short(node)}` is used other than by calling it")
+                return self.attributes.get((id(held[0]), held[1]), BOT)
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
         if isinstance(node, ast.List) and not node.elts:
@@ -575,6 +654,10 @@ class DriverAnalyzer:
         func = node.func
         if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
             return self._step_call(self._step_bindings[id(func)], node, env)
+        if isinstance(func, ast.Attribute) and self._held:
+            held = self_attribute(self.module, func)
+            if held is not None and (id(held[0]), held[1]) in self._held:  # self.p_train_step(...)
+                return self._step_call(self._held[(id(held[0]), held[1])], node, env)
         if isinstance(func, ast.Name):
             if self._factories and any(id(getattr(b, "node", None)) in self._factories for b in self.names.bindings(func)):
                 self.factory_calls.add(id(node))  # its arguments are read below, as any call's

@@ -26,6 +26,7 @@ from jaxmigrate.migrate.global_view.options import (
     read_options,
     returned_def,
 )
+from jaxmigrate.migrate.global_view.objects import method_of, self_attribute
 from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
 
@@ -92,15 +93,47 @@ class Builder:
         # Only placements read the mesh: a function that just reads values back needs none.
         placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")]
         firsts = self._first_placements(placements, drivers.scope_of)
-        built = self._built_mesh(firsts)
-        mesh = built or self._mesh_name()
-        for edit in drivers.edits.values():
-            self._driver(edit, mesh)
-        if built is None:
-            self._insert_mesh(mesh, firsts)
+        on_object = self._object_mesh(firsts)
+        if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
+            init, me, where = on_object
+            for edit in drivers.edits.values():
+                self._driver(edit, f"{_self_of(self.module, edit.node) or me}.mesh")
+            self._insert_mesh(f"{me}.mesh", [(init, where)])
+        else:
+            built = self._built_mesh(firsts)
+            mesh = built or self._mesh_name()
+            for edit in drivers.edits.values():
+                self._driver(edit, mesh)
+            if built is None:
+                self._insert_mesh(mesh, firsts)
         removed = self._drop_unused_helpers(drivers.edits.values())
         self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
         return self.plan
+
+    def _object_mesh(self, firsts) -> tuple[ast.FunctionDef, str, ast.stmt] | None:
+        """Where a class holding the step builds its one mesh: when every value is laid out in its
+        methods and it has an ``__init__``, ``self.mesh = jax.make_mesh(...)`` there (above its
+        first placement, else above the step's binding, else at its top), so no method builds
+        a mesh at each call. (``init``, the name of its ``self``, the statement to go above.)"""
+        owners = {id(step.holder[0]): step for step in self.steps.values() if step.holder}
+        if not owners or not firsts:
+            return None
+        found = [method_of(self.module, first) for _, first in firsts]
+        if any(f is None or id(f[0]) not in owners for f in found) or len({id(f[0]) for f in found}) != 1:
+            return None
+        owner = found[0][0]
+        init = next((m for m in owner.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+        if init is None or any(n.attr == "mesh" for n in self.module.of_type(ast.Attribute)):
+            return None
+        where = next((first for scope, first in firsts if scope is init), None)
+        if where is None:
+            binding = owners[id(owner)].binding
+            where = next((s for s in init.body if any(n is binding for n in ast.walk(s))), None)
+        if where is None:
+            body = init.body
+            docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and len(body) > 1
+            where = body[1] if docstring else body[0]
+        return init, init.args.args[0].arg, where
 
     def _drop_unused_helpers(self, edits) -> list[tuple[int, int]]:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
@@ -163,7 +196,7 @@ class Builder:
                 self._delete_lines(node)
 
     def _step(self, app: Application) -> None:
-        func, bound, factory, returned = app.mapped, {}, None, None
+        func, bound, factory, returned, holder = app.mapped, {}, None, None, None
         options, fun = read_options(self.module, app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
@@ -180,8 +213,11 @@ class Builder:
             assign = self.module.parent_of(call)
             at_once = isinstance(assign, ast.Call) and assign.func is call  # jax.pmap(f, "i")(x)
             factory = factory_of(self.module, call)  # `return jax.pmap(update, ...)` in `make_update`
-            if not at_once and factory is None and not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
-                                                        and isinstance(assign.targets[0], ast.Name)):
+            holder = self_attribute(self.module, assign.targets[0]) if isinstance(assign, ast.Assign) \
+                and len(assign.targets) == 1 else None  # `self.p_train_step = jax.pmap(...)` in a method
+            if not at_once and factory is None and holder is None and not (
+                    isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                    and isinstance(assign.targets[0], ast.Name)):
                 where = "passed to another call" if isinstance(assign, ast.Call) else (
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
@@ -195,7 +231,8 @@ class Builder:
             # A step called at once has no name of its own: it is known by where pmap is applied;
             # one a factory returns, by the factory its callers call.
             name = f"jax.pmap(...) at line {app.line}" if at_once else (
-                f"{factory.name}(...)" if factory is not None else assign.targets[0].id)
+                f"{factory.name}(...)" if factory is not None else
+                f"self.{holder[1]}" if holder is not None else assign.targets[0].id)
             binding = call
         self.fun[name] = fun
         values = {}
@@ -238,7 +275,7 @@ class Builder:
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun, factory=factory,
-                                returned=returned)
+                                returned=returned, holder=holder)
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
 
@@ -561,3 +598,9 @@ def _paren(text: str, node: ast.expr) -> str:
     if isinstance(node, ast.Tuple) and text.startswith("("):
         return text
     return f"({text})"
+
+
+def _self_of(module, node: ast.AST) -> str | None:
+    """The name of ``self`` in the method ``node`` is in."""
+    found = method_of(module, node)
+    return found[1].args.args[0].arg if found is not None else None
