@@ -358,3 +358,22 @@ def test_an_object_whose_attributes_escape_blocks_with_the_line(old, new, marker
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+@pytest.mark.parametrize(("step", "reason"), [
+    ("jax.pmap(env.reset, axis_name='i')", "(`env.reset`, a method or attribute: the body run is not known here)"),
+    ("jax.pmap(functools.partial(utils.rng_for, axis_name='i'), axis_name='i')",
+     "(a `partial` of `utils.rng_for`, a function of another module or object: its collectives cannot be"),
+])
+def test_a_pmapped_function_whose_body_is_elsewhere_is_named(step, reason):
+    text = f"import functools\nimport jax\nimport utils\n\n\ndef run(env, x):\n    f = {step}\n    return f(x)\n"
+    view = plan_global(text)
+    assert not view.possible and view.line == 7 and reason in view.reason, view.blocker
+
+
+def test_a_name_bound_to_a_partial_is_followed_to_its_def():
+    text = ("import functools\nimport jax\n\n\ndef step(x, scale):\n    return jax.lax.all_gather(x, 'i') * scale\n\n\n"
+            "def run(x):\n    f = functools.partial(step, scale=2.0)\n    return jax.pmap(f, axis_name='i')(x)\n")
+    view = plan_global(text)
+    # The def is read (its all_gather is what blocks), not refused as an unknown function.
+    assert not view.possible and "is not a `def`" not in view.reason, view.blocker

@@ -93,11 +93,24 @@ def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
 
 
 def partial_of(module, node: ast.expr, line: int):
-    """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values)."""
+    """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values);
+    also through a name bound once to such a partial (``f = partial(is_replicated, axis_name="i")``)."""
+    if isinstance(node, ast.Name):
+        bindings = module.names.bindings(node)
+        if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and isinstance(bindings[0].value, ast.Call):
+            return partial_of(module, bindings[0].value, line)
     if not (isinstance(node, ast.Call) and module.names.qualified_name(node.func) == "functools.partial"
             and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
             and all(kw.arg for kw in node.keywords)):
-        raise Blocked(line, "the pmapped function is not a `def` or a `partial(def, name=...)` of this module")
+        what = ""
+        if isinstance(node, ast.Attribute):  # `jax.pmap(env.reset)`, `jax.pmap(self._update)`
+            what = f" (`{module.segment(node)}`, a method or attribute: the body run is not known here)"
+        elif isinstance(node, ast.Name):
+            what = f" (`{node.id}` is not bound once, to a `def`, above the pmap)"
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Attribute):
+            what = (f" (a `partial` of `{module.segment(node.args[0])}`, a function of another module or object: "
+                    "its collectives cannot be rewritten here)")
+        raise Blocked(line, f"the pmapped function is not a `def` or a `partial(def, name=...)` of this module{what}")
     defs = [b.node for b in module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
     if len(defs) != 1 or len(module.names.bindings(node.args[0])) != 1:
         raise Blocked(line, "the pmapped function is not a `def` of this module")
