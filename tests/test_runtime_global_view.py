@@ -214,3 +214,20 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
         for key, value in old_out[process].items():
             np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
             np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
+
+
+@pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments"])
+def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
+    """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
+    for pmap becomes a global array with make_array_from_process_local_data, and every process gets
+    pmap's results (replicated values, the same on both)."""
+    old = OLD[case]
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    for process in range(2):
+        assert sorted(old_out[process]) == sorted(new_out[process])
+        for key, value in old_out[process].items():
+            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
