@@ -377,3 +377,16 @@ def test_a_name_bound_to_a_partial_is_followed_to_its_def():
     view = plan_global(text)
     # The def is read (its all_gather is what blocks), not refused as an unknown function.
     assert not view.possible and "is not a `def`" not in view.reason, view.blocker
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    ('jax.jit(jax.pmap(train_step, axis_name="batch"))', 'jax.jit(jax.pmap(train_step, axis_name="batch", donate_argnums=0))',
+     "`donate_argnums=` on a pmap that `jax.jit` wraps"),
+    ('jax.jit(jax.pmap(train_step, axis_name="batch"))', 'jax.jit(jax.pmap(train_step, axis_name="batch"), inline=True)',
+     "the pmapped function is passed to another call"),
+])
+def test_a_jitted_pmap_with_options_blocks(old, new, reason):
+    text = (FIXTURES / "jit_of_pmap.in.py").read_text().replace(old, new)
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if "step = jax.jit(" in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker

@@ -31,6 +31,7 @@ OLD["global_mlp"] = REPO / "examples" / "legacy" / "mlp_data_parallel.py"
 OLD["global_mesh_already_built"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "mesh_already_built.in.py"
 OLD["global_keyword_arguments"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "keyword_arguments.in.py"
 OLD["global_step_from_factory"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "step_from_factory.in.py"
+OLD["global_jit_of_pmap"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "jit_of_pmap.in.py"
 OLD["global_step_on_an_object"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "step_on_an_object.in.py"
 OLD["global_fold_in_axis_index"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "fold_in_axis_index.in.py"
 OLD["global_functions_given_step_values"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
@@ -50,7 +51,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_driving_functions": "['params']", "global_called_at_once": "['params']",
           "global_mesh_already_built": "['params']", "global_keyword_arguments": "['params']",
           "global_step_from_factory": "['params']", "global_functions_given_step_values": "['params']",
-          "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']"}
+          "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
+          "global_jit_of_pmap": "['params']"}
 
 
 def migrate(old: Path) -> str:

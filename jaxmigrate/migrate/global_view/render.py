@@ -44,6 +44,7 @@ class Builder:
         self.donate: dict[str, str | None] = {}
         self.app_of: dict[str, Application] = {}
         self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
+        self.jitted: dict[int, ast.Call] = {}  # a pmap call's id -> the `jax.jit(...)` around it
         self.notes: set[str] = set()
 
     # -- the pmap applications ---------------------------------------------------------------
@@ -209,10 +210,13 @@ class Builder:
                 factory, returned = made
                 name = f"{factory.name}(...)"
         else:
-            call = app.node
+            call = made = app.node
             assign = self.module.parent_of(call)
-            at_once = isinstance(assign, ast.Call) and assign.func is call  # jax.pmap(f, "i")(x)
-            factory = factory_of(self.module, call)  # `return jax.pmap(update, ...)` in `make_update`
+            if self._jit_of(call, assign):  # `jax.jit(jax.pmap(f, ...))`: pmap already compiles; one jit stays
+                made, assign = assign, self.module.parent_of(assign)
+                self.jitted[id(call)] = made
+            at_once = isinstance(assign, ast.Call) and assign.func is made  # jax.pmap(f, "i")(x)
+            factory = factory_of(self.module, made)  # `return jax.pmap(update, ...)` in `make_update`
             holder = self_attribute(self.module, assign.targets[0]) if isinstance(assign, ast.Assign) \
                 and len(assign.targets) == 1 else None  # `self.p_train_step = jax.pmap(...)` in a method
             if not at_once and factory is None and holder is None and not (
@@ -233,7 +237,7 @@ class Builder:
             name = f"jax.pmap(...) at line {app.line}" if at_once else (
                 f"{factory.name}(...)" if factory is not None else
                 f"self.{holder[1]}" if holder is not None else assign.targets[0].id)
-            binding = call
+            binding = made
         self.fun[name] = fun
         values = {}
         for option, value in options.items():
@@ -251,6 +255,8 @@ class Builder:
         if self.axis is not None and axis is not None and axis != self.axis:
             raise Blocked(app.line, f"pmaps over different axes ({self.axis!r} and {axis!r})")
         self.axis = self.axis or axis
+        if "donate_argnums" in values and id(app.node) in self.jitted:
+            raise Blocked(app.line, "`donate_argnums=` on a pmap that `jax.jit` wraps: the jit does not donate")
         if "out_axes" in values and _literal(values["out_axes"]) != 0:
             raise Blocked(app.line, "`out_axes=` other than 0")
         positional = [a.arg for a in func.args.args]
@@ -342,6 +348,11 @@ class Builder:
         start, end = self.module.span(node)
         self.plan.edits.append(Edit(start, end, text))
 
+    def _jit_of(self, call: ast.Call, parent: ast.AST) -> bool:
+        """``parent`` is ``jax.jit(call)``, with no option of its own (evojax wraps its pmaps so)."""
+        return isinstance(parent, ast.Call) and parent.args == [call] and not parent.keywords \
+            and self.module.names.qualified_name(parent.func) == "jax.jit"
+
     def _rewrite_steps(self) -> None:
         jax = self.namer.jax()
         for name, step in self.steps.items():
@@ -360,6 +371,12 @@ class Builder:
                 args = [self.module.segment(self.fun[name])]
                 if donate is not None:
                     args.append(f"donate_argnums={donate}")
+                outer = self.jitted.get(id(app.node))
+                if outer is not None:  # `jax.jit(jax.pmap(f, ...))`: the pmap goes, the jit stays
+                    start, end = self.module.span(app.node)
+                    self.plan.edits.append(Edit(start, end, self.module.segment(self.fun[name])))
+                    self._drop_import(app.ref)
+                    continue
                 if isinstance(step.func, ast.Lambda):
                     # The lambda's collectives are edits of their own: only what surrounds it changes.
                     start, end = self.module.span(app.node)
