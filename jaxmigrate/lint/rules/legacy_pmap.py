@@ -94,9 +94,16 @@ class LegacyPmap(LegacyNameRule):
     `psum` of means keeps its factor of the device count), replicate / shard / `x[0]` at the call
     sites become `jax.device_put` / `jax.make_array_from_process_local_data` on a mesh built
     at the top of each driving function (at module level only in a script whose top level drives
-    the step) / nothing. Unsafe: the calling convention changes (no device axis), float reductions
-    regroup, and callers in other modules are not seen. Where it cannot be proven, the finding
-    names the line that blocks it, and the exact rewrite is the fix where it is right.
+    the step, or once as `self.mesh` in the `__init__` of an object that holds the step) /
+    nothing. The program is followed the way it is written: steps decorated, assigned, returned
+    by a factory, held by an object (`self.p_step = jax.pmap(...)`), wrapped in `jax.jit`, called
+    at once or with keywords; the functions that drive the step or are given its values; the
+    replicate, shard and unreplicate helpers and the losses of the program's other modules (found
+    as Python's import finds them); per-device keys (split per device, or `fold_in` of the
+    device's index) become the one key, and the fix says the random streams change. Unsafe: the
+    calling convention changes (no device axis), float reductions regroup, and callers in other
+    modules are not seen. Where it cannot be proven, the finding names the line that blocks it,
+    and the exact rewrite is the fix where it is right.
 
     ## References
     - [Migrating from `jax.pmap`](https://docs.jax.dev/en/latest/migrate_pmap.html)
