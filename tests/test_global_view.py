@@ -346,6 +346,12 @@ _OBJECT = (FIXTURES / "step_on_an_object.in.py").read_text()
     pytest.param("    def result(self):\n", "    def reset(self, params):\n        self.params = params\n\n"
                  "    def result(self):\n", "self.params = params",
                  "holds values with pmap's device axis and values without it", id="a host value assigned too"),
+    pytest.param("    return trainer.result()", "    trainer._log(np.zeros(8))\n    return trainer.result()",
+                 "trainer._log(", "`Trainer._log` is given values with pmap's device axis elsewhere",
+                 id="a method given the step's values, called from outside too"),
+    pytest.param("    def result(self):\n", "    def clear(self):\n        self._log(np.zeros(8))\n\n"
+                 "    def result(self):\n", "self._log(np.zeros(8))", "is called here with values whose device axis "
+                 "differs from its call at line", id="a method given the step's values and host values"),
     pytest.param("class Trainer:\n", "class Trainer:\n    params = None\n\n", "    params = None",
                  "has a class-level value too", id="a class-level value"),
     pytest.param("        self.params, loss = self.p_train_step(self.params, batch)",

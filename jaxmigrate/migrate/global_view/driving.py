@@ -155,26 +155,38 @@ class DriverAnalyzer:
         self._passed: list[dict[str, ast.expr]] = []  # per wrapper being read: its parameters' call-site values
         self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
         self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
+        # Methods of an object holding the step that are given its values (``self._log(self.params)``):
+        # read at those calls, not on their own; found on one pass, used from the next.
+        self.method_readers: dict[int, ast.FunctionDef] = {}
         for _ in range(4):
-            settled = dict(self.attributes)
+            settled, known = dict(self.attributes), set(self.method_readers)
             self.edits.clear()
             self.factory_calls: set[int] = set()
             self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
             self.reader_calls: set[int] = set()
+            self.method_reader_calls: set[int] = set()
             self._wrapper_edits.clear()
             for scope in scopes:
-                if id(scope) in self.wrappers:
+                if id(scope) in self.wrappers or id(scope) in self.method_readers:
                     continue  # read at each of its calls, with the kinds its arguments have there
                 self._device_names: set[str] = set()
                 self._block(scope.body, {})
                 self._no_escape(scope, self._device_names)
-            if self.attributes == settled:
+            if self.attributes == settled and set(self.method_readers) == known:
                 break
         else:
             raise Blocked(1, "the kinds of the attributes of the object holding the step do not settle")
         self._factories_called_where_read()
         self._readers_only_called_where_read()
         self._held_only_through_self()
+        for method in self.method_readers.values():
+            owner = self.module.parent_of(method)
+            for node in self.module.of_type(ast.Attribute):
+                if node.attr == method.name and not (isinstance(self.module.parent_of(node), ast.Call)
+                                                     and self.module.parent_of(node).func is node
+                                                     and id(self.module.parent_of(node)) in self.method_reader_calls):
+                    raise Blocked(node.lineno, f"`{owner.name}.{method.name}` is given values with pmap's device "
+                                  "axis elsewhere, and is called or used here where this fix does not read it")
 
     def _assigned_attributes(self) -> set[tuple[int, str]]:
         """(class, attribute) of every ``self.<attribute> = ...`` in a class holding a step."""
@@ -266,6 +278,12 @@ class DriverAnalyzer:
                 pending.extend(ast.iter_child_nodes(node))
         return found
 
+    def _method(self, held) -> ast.FunctionDef | None:
+        """The method ``self.<name>`` calls, in a class holding the step (``objects``)."""
+        if held is None or not any(step.holder and step.holder[0] is held[0] for step in self.steps.values()):
+            return None
+        return next((m for m in held[0].body if isinstance(m, ast.FunctionDef) and m.name == held[1]), None)
+
     def _reader(self, func: ast.expr) -> ast.FunctionDef | None:
         """The def of this module ``func`` calls, when it is one the analysis may read at its calls
         as it reads the functions that drive the step: a function given values with pmap's device
@@ -294,29 +312,32 @@ class DriverAnalyzer:
                     raise Blocked(node.lineno, f"`{reader.name}` is given values with pmap's device axis elsewhere, "
                                   "and is called or used here where this fix does not read it")
 
-    def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list | None = None):
+    def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list | None = None,
+                      bound_self: bool = False):
         """A call of a function that drives the step (or reads its values): its body read with the
-        arguments' kinds; the kind of what it returns."""
+        arguments' kinds; the kind of what it returns. ``bound_self``: a method called on ``self``,
+        whose first parameter is that object (its attributes are read as ``objects`` says)."""
         role = "which drives the pmapped step" if id(func) in self.wrappers else "given pmap's device axis"
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise Blocked(node.lineno, f"`{func.name}` ({role}) is called with keyword or starred arguments")
         args = func.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(node.args) > len(args.args) \
-                or len(node.args) < len(args.args) - len(args.defaults):
+        params = args.args[1:] if bound_self else args.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(node.args) > len(params) \
+                or len(node.args) < len(params) - len(args.defaults):
             raise Blocked(node.lineno, f"`{func.name}` ({role}) takes *args, **kwargs, "
                           "keyword-only arguments or defaults this call does not match")
         if any(func is reading for reading, _ in self._inline):
             raise Blocked(node.lineno, f"`{func.name}` ({role}) calls itself")
         inner = {a.arg: HOST for a in args.args}
         kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
-        for param, kind in zip(args.args, kinds):
+        for param, kind in zip(params, kinds):
             inner[param.arg] = kind
         outer_names, self._device_names = self._device_names, set()
         for name, kind in inner.items():
             if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
                 self._device_names.add(name)
         self._inline.append((func, []))
-        self._passed.append(dict(zip((a.arg for a in args.args), node.args)))
+        self._passed.append(dict(zip((a.arg for a in params), node.args)))
         self._reads.append(set())
         try:
             self._block(func.body, inner)
@@ -658,6 +679,14 @@ class DriverAnalyzer:
             held = self_attribute(self.module, func)
             if held is not None and (id(held[0]), held[1]) in self._held:  # self.p_train_step(...)
                 return self._step_call(self._held[(id(held[0]), held[1])], node, env)
+            method = self._method(held)
+            if method is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+                kinds = [self.expr(a, env) for a in node.args]
+                if id(method) in self.method_readers or any(leaf in CARRIES_AXIS for k in kinds for leaf in _hleaves(k)):
+                    self.method_readers[id(method)] = method
+                    self.method_reader_calls.add(id(node))
+                    return self._wrapper_call(method, node, env, kinds, bound_self=True)
+                return HOST  # a method given host values (read above): read on its own, as an entry point
         if isinstance(func, ast.Name):
             if self._factories and any(id(getattr(b, "node", None)) in self._factories for b in self.names.bindings(func)):
                 self.factory_calls.add(id(node))  # its arguments are read below, as any call's
