@@ -66,6 +66,9 @@ class Reading:
 
     path: Path
     read: dict[str, str] = field(default_factory=dict)  # module file -> digest (ABSENT: not there)
+    # Each module file read once per file processed: its analysis asks again at every call site
+    # and on every round, and the digest must be the one of the bytes its findings came from.
+    modules: dict[str, Module | None] = field(default_factory=dict)
 
 
 _reading: ContextVar[Reading | None] = ContextVar("jaxmigrate_program_modules", default=None)
@@ -136,6 +139,12 @@ def _package_root(path: Path) -> Path:
 
 def _read(path: Path, current: Reading) -> Module | None:
     key = str(path)
+    if key not in current.modules:
+        current.modules[key] = _read_once(path, key, current)
+    return current.modules[key]
+
+
+def _read_once(path: Path, key: str, current: Reading) -> Module | None:
     try:
         raw = read_bytes(path)
     except OSError:

@@ -452,7 +452,7 @@ class Planner:
                 continue
             names = {self._imported(node)} if isinstance(node, ast.alias) else self.resolver.candidates(node)
             for name in sorted(names):
-                if name == "jax.process_count" and self._refuses_processes(node):
+                if name == "jax.process_count" and id(node) in self._refusals:
                     continue
                 if name in ("jax.process_index", "jax.process_count") or name.startswith("jax.distributed") \
                         or "multihost_utils" in name or name.endswith("host_local_array_to_global_array"):
@@ -460,22 +460,24 @@ class Planner:
         return None
 
     @cached_property
-    def _refusing_scopes(self) -> list[ast.AST]:
-        """The functions (or the module) that refuse to run as several processes."""
-        found = []
+    def _refusals(self) -> dict[int, ast.AST]:
+        """The reads of ``jax.process_count`` that only refuse several processes (``_refuses_processes``),
+        by id, each with the function (or the module) it guards."""
+        found = {}
         for node in self.module.of_type(ast.Attribute, ast.Name):
             word = node.attr if isinstance(node, ast.Attribute) else node.id
             if word == "process_count" and "jax.process_count" in self.resolver.candidates(node) \
                     and self._refuses_processes(node):
-                found.append(enclosing_scope(self.module, node))
+                found[id(node)] = enclosing_scope(self.module, node)
         return found
 
     def refuses_processes_at(self, node: ast.AST) -> bool:
-        """The code around ``node`` runs as one process: its function (or the module's top level)
-        refuses several (``if process_count > 1: raise``, brax's ES and ARS)."""
-        scopes = self._refusing_scopes
-        return bool(scopes) and (self.module.tree in scopes or any(
-            scope is enclosing_scope(self.module, node) or scope in ancestors(self.module, node) for scope in scopes))
+        """The code around ``node`` runs as one process: its function, one around it, or the
+        module's top level refuses several (``if process_count > 1: raise``, brax's ES and ARS)."""
+        if not self._refusals:
+            return False
+        around = ancestors(self.module, node)
+        return any(scope in around for scope in self._refusals.values())
 
     def _refuses_processes(self, node: ast.AST) -> bool:
         """``jax.process_count()`` read only to refuse more than one process (brax's ES and ARS:

@@ -225,10 +225,9 @@ class DriverAnalyzer:
             factory = step.factory
             if factory is None:
                 continue
-            for _, node in self.module.names_at.get(factory.name, ()):
+            for node in reads_of(self.module, factory.name, factory):
                 call = self.module.parent_of(node)
-                if isinstance(call, ast.Call) and call.func is node and id(call) not in self.factory_calls \
-                        and any(getattr(b, "node", None) is factory for b in self.names.bindings(node)):
+                if isinstance(call, ast.Call) and call.func is node and id(call) not in self.factory_calls:
                     raise Blocked(call.lineno, f"`{factory.name}` (which returns the pmapped step) is called "
                                   "outside the code that calls the step, whose arguments this fix does not read")
 
@@ -242,8 +241,7 @@ class DriverAnalyzer:
             scope = pending.pop()
             if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
                 continue
-            uses = [node for _, node in self.module.names_at.get(scope.name, ()) if isinstance(node.ctx, ast.Load)
-                    and any(isinstance(b, OpaqueBinding) and b.node is scope for b in self.names.bindings(node))]
+            uses = reads_of(self.module, scope.name, scope)
             if not uses:
                 continue  # an entry point: called from elsewhere, with host values
             for use in uses:
@@ -303,10 +301,7 @@ class DriverAnalyzer:
         """A function read at its calls has one text for all of them: each of its calls must be one
         the analysis read (with the kinds its arguments have there), and it is used no other way."""
         for reader in self.readers.values():
-            for _, node in self.module.names_at.get(reader.name, ()):
-                if not isinstance(node.ctx, ast.Load) or not any(
-                        getattr(b, "node", None) is reader for b in self.names.bindings(node)):
-                    continue
+            for node in reads_of(self.module, reader.name, reader):
                 call = self.module.parent_of(node)
                 if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.reader_calls):
                     raise Blocked(node.lineno, f"`{reader.name}` is given values with pmap's device axis elsewhere, "
@@ -592,8 +587,9 @@ class DriverAnalyzer:
                           "view has no counterpart")
 
     def _short(self, node: ast.AST) -> str:
-        text = " ".join(self.module.segment(node).split())  # a call laid out over lines, on one
-        text = text.replace("( ", "(").replace(", )", ")") if "\n" in self.module.segment(node) else text
+        segment = self.module.segment(node)
+        text = " ".join(segment.split())  # a call laid out over lines, on one
+        text = text.replace("( ", "(").replace(", )", ")") if "\n" in segment else text
         return text if len(text) <= 60 else text[:57] + "..."
 
     def expr(self, node: ast.expr, env: dict):
@@ -849,6 +845,13 @@ class DriverAnalyzer:
         self.edits[id(node)] = DriverEdit(node, action, inner, helper)
         for made in self._reads:
             made.add((id(node), action))
+
+
+def reads_of(module, name: str, fn: ast.AST) -> list[ast.Name]:
+    """The module's reads of ``name`` that resolve to ``fn`` (a def, or a lambda bound to it)."""
+    return [node for _, node in module.names_at.get(name, ()) if isinstance(node.ctx, ast.Load)
+            and any(getattr(b, "node", None) is fn or getattr(b, "value", None) is fn
+                    for b in module.names.bindings(node))]
 
 
 def _copied_name(node: ast.Call) -> ast.Name | None:

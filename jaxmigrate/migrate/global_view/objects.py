@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.migrate.global_view.kinds import Blocked
 
 
 def method_of(module, node: ast.AST) -> tuple[ast.ClassDef, ast.FunctionDef] | None:
     """The class and the method whose own body ``node`` is in (not a function nested in it)."""
-    parent = module.parent_of(node)
-    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                                         ast.ClassDef, ast.Module)):
-        parent = module.parent_of(parent)
+    parent = enclosing_scope(module, node)
     if not isinstance(parent, ast.FunctionDef):
         return None
     owner = module.parent_of(parent)

@@ -16,7 +16,7 @@ from jaxmigrate.core.edits import Edit
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application
-from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step
+from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, reads_of
 from jaxmigrate.migrate.global_view.kinds import BOT, Blocked, R, S, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
@@ -142,17 +142,14 @@ class Builder:
         that is not a script stays too: other modules may import it."""
         rewritten = {id(e.node.func) for e in edits if e.helper is not None}
         helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None and e.helper.fn is not None}
-        exported = {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
-                    for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+        exported = self._exported()
         removed = []
         for helper in helpers.values():
             statement = helper.statement
             module_level = self.module.parent_of(statement) is self.module.tree
             if module_level and (helper.name in exported or not (helper.name.startswith("_") or self._is_script())):
                 continue
-            uses = [node for _, node in self.module.names_at.get(helper.name, ()) if isinstance(node.ctx, ast.Load)
-                    and any(getattr(b, "node", None) is helper.fn or getattr(b, "value", None) is helper.fn
-                            for b in self.module.names.bindings(node))]
+            uses = reads_of(self.module, helper.name, helper.fn)
             if not uses or any(id(use) not in rewritten for use in uses) or not self._own_lines(statement):
                 continue
             self._delete_lines(statement, blank_after=module_level)
@@ -317,10 +314,7 @@ class Builder:
         if factory.name in self._exported():
             raise Blocked(factory.lineno, f"`{factory.name}` (which returns the pmapped step) is exported in "
                           "`__all__`: its callers elsewhere pass values with pmap's device axis")
-        for _, node in self.module.names_at.get(factory.name, ()):
-            if not isinstance(node.ctx, ast.Load) or not any(
-                    getattr(b, "node", None) is factory for b in self.module.names.bindings(node)):
-                continue
+        for node in reads_of(self.module, factory.name, factory):
             call = self.module.parent_of(node)
             assign = self.module.parent_of(call)
             if not (isinstance(call, ast.Call) and call.func is node and isinstance(assign, ast.Assign)
@@ -329,6 +323,7 @@ class Builder:
                               f"in `name = {factory.name}(...)`")
 
     def _exported(self) -> set:
+        """The names the module's ``__all__`` lists."""
         return {e.value for node in self.module.of_type(ast.Assign) if any(_same_name(t, "__all__")
                 for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
 
