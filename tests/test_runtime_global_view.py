@@ -150,6 +150,15 @@ def _two_processes(program: Path, tmp_path: Path, label: str) -> list[dict]:
     return outputs
 
 
+def assert_pmap_results_on_every_process(old_out: list[dict], new_out: list[dict]) -> None:
+    """Each process's new results are pmap's (rtol 1e-5), and the same on every process (replicated)."""
+    for process in range(2):
+        assert sorted(old_out[process]) == sorted(new_out[process])
+        for key, value in old_out[process].items():
+            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
+
+
 def test_two_processes_give_the_pmap_results(tmp_path):
     """Each process loads different examples; pmap averages over all 4 devices of the 2 processes,
     and so must the global view (make_array_from_process_local_data makes one global batch)."""
@@ -158,11 +167,7 @@ def test_two_processes_give_the_pmap_results(tmp_path):
     new.write_text(migrate(old))
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
-    for process in range(2):
-        assert sorted(old_out[process]) == sorted(new_out[process])
-        for key, value in old_out[process].items():
-            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
-            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
+    assert_pmap_results_on_every_process(old_out, new_out)
 
 
 PROGRAMS_OF_MODULES = {name: REPO / "fixtures" / "migrate" / "to_global_jit" / name
@@ -211,11 +216,7 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
     old, new = _program_of_modules(tmp_path, name)
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
-    for process in range(2):
-        assert sorted(old_out[process]) == sorted(new_out[process])
-        for key, value in old_out[process].items():
-            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
-            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
+    assert_pmap_results_on_every_process(old_out, new_out)
 
 
 @pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments"])
@@ -228,8 +229,4 @@ def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path)
     new.write_text(migrate(old))
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
-    for process in range(2):
-        assert sorted(old_out[process]) == sorted(new_out[process])
-        for key, value in old_out[process].items():
-            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
-            np.testing.assert_array_equal(new_out[process][key], new_out[0][key])  # replicated
+    assert_pmap_results_on_every_process(old_out, new_out)
