@@ -35,9 +35,11 @@ from jaxmigrate.migrate.global_view.objects import (
 from jaxmigrate.migrate.global_view.kinds import (
     BOT,
     KEY,
+    SUM,
     TREE_MAPS,
     Blocked,
     Kind,
+    M,
     R,
     Record,
     S,
@@ -59,8 +61,12 @@ class H:
 HOST, DREP, DSHARD, MIXED = H("HOST"), H("DREP"), H("DSHARD"), H("MIXED")
 EMPTY, DLIST = H("EMPTY"), H("DLIST")  # `[]`, and a list the step's replicated outputs are appended to
 DKEYS = H("DKEYS")  # one RNG key per device
+# A step's output that each device computes from its own slice and the step does not reduce across
+# devices (a per-shard mean or sum returned without pmean/psum): pmap gives one per device, the global
+# view one over the whole batch, so no read of it has a counterpart.
+OWN = H("OWN")
 DEVICE = (DREP, DSHARD, DKEYS)
-CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN)
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
@@ -582,9 +588,17 @@ class DriverAnalyzer:
 
     def _host(self, node: ast.expr, env: dict) -> None:
         kind = self.expr(node, env)
+        self._check_own(node, kind)
         if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis here, where the global "
                           "view has no counterpart")
+
+    def _check_own(self, node: ast.expr, kind) -> None:
+        if OWN in _hleaves(kind):
+            raise Blocked(node.lineno, f"`{self._short(node)}` is each device's own value: the step returns it "
+                          "as a mean or sum over the device's slice of the batch without `pmean`/`psum`, so pmap "
+                          "gives one value per device (reading device 0's takes that device's), where the global "
+                          "view computes one over the whole batch")
 
     def _short(self, node: ast.AST) -> str:
         segment = self.module.segment(node)
@@ -660,6 +674,7 @@ class DriverAnalyzer:
                 return kind[node.slice.value]
             except IndexError:
                 pass
+        self._check_own(inner, kind)
         if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` indexes a value with pmap's device axis")
         return HOST
@@ -887,6 +902,8 @@ def _from_kind(kind: Kind):
         return DREP
     if kind == S:
         return DSHARD
+    if kind in (M, SUM):
+        return OWN
     if kind == BOT:
         return BOT
     return MIXED
