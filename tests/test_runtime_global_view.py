@@ -36,6 +36,7 @@ OLD["global_step_on_an_object"] = REPO / "fixtures" / "migrate" / "to_global_jit
 OLD["global_fold_in_axis_index"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "fold_in_axis_index.in.py"
 OLD["global_functions_given_step_values"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                              / "functions_given_step_values.in.py")
+OLD["global_run_by_absl_app"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "run_by_absl_app.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built"}
@@ -52,7 +53,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_mesh_already_built": "['params']", "global_keyword_arguments": "['params']",
           "global_step_from_factory": "['params']", "global_functions_given_step_values": "['params']",
           "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
-          "global_jit_of_pmap": "['params']"}
+          "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']"}
 
 
 def migrate(old: Path) -> str:

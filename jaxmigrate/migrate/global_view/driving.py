@@ -74,6 +74,7 @@ SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
+APP_RUN = "absl.app.run"
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
     "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
@@ -247,7 +248,9 @@ class DriverAnalyzer:
             scope = pending.pop()
             if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
                 continue
-            uses = reads_of(self.module, scope.name, scope)
+            # `app.run(main)` calls it with the command line's arguments, host values, as a caller
+            # elsewhere would.
+            uses = [use for use in reads_of(self.module, scope.name, scope) if not self._run_by_app(use)]
             if not uses:
                 continue  # an entry point: called from elsewhere, with host values
             for use in uses:
@@ -264,6 +267,11 @@ class DriverAnalyzer:
                     pending.append(caller)
             wrappers[id(scope)] = scope
         return wrappers
+
+    def _run_by_app(self, use: ast.Name) -> bool:
+        parent = self.module.parent_of(use)
+        return isinstance(parent, ast.Call) and bool(parent.args) and parent.args[0] is use \
+            and self._qualified(parent.func) == APP_RUN
 
     def _shared(self, scope) -> set[str]:
         """The names ``scope`` declares ``global`` or ``nonlocal`` (its own statements, not nested
