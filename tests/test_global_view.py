@@ -396,3 +396,38 @@ def test_a_jitted_pmap_with_options_blocks(old, new, reason):
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if "step = jax.jit(" in t)
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+_INIT = (FIXTURES / "pmap_of_an_init_function.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("jax.pmap(opt_init)(params)", "jax.pmap(opt_init)(jnp.ones((n, 4)))", "jax.pmap(opt_init)(jnp.ones",
+                 "is not shown replicated: pmap maps `opt_init`, whose body is not known here", id="given a host value"),
+    pytest.param("        y = y.reshape((n, -1) + y.shape[1:])\n", "        y = y.reshape((n, -1) + y.shape[1:])\n"
+                 "        jax.pmap(opt_init)(x)\n", "jax.pmap(opt_init)(x)", "is not shown replicated",
+                 id="given a batch split over the devices"),
+    pytest.param("jax.pmap(opt_init)(params)", "jax.pmap(opt_init, axis_name='device')(params)",
+                 "axis_name='device')(params)", "(`opt_init` is not bound once, to a `def`, above the pmap)",
+                 id="with an axis name, which its collectives may use"),
+    pytest.param("jax.pmap(opt_init)(params)", "jax.pmap(opt_init)(params=params)", "(params=params)",
+                 "(`opt_init` is not bound once, to a `def`, above the pmap)", id="called with keywords"),
+])
+def test_a_pmapped_function_of_unknown_body_is_followed_only_on_replicated_values(old, new, marker, reason):
+    text = _INIT.replace(old, new)
+    assert text != _INIT
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+def test_replicas_on_jax_devices_are_followed_only_in_a_module_run_as_one_process():
+    assert plan_global(_INIT).possible  # `jax.device_put_replicated(params, list(jax.devices()))`
+    several = _INIT.replace("    n = jax.local_device_count()\n",
+                            "    n = jax.local_device_count()\n    print(jax.process_index())\n")
+    view = plan_global(several)
+    # With several processes the old call fails (another process's devices): `params` is not
+    # taken for replicated, and its first use says so.
+    line = next(i + 1 for i, t in enumerate(several.splitlines()) if "jax.pmap(opt_init)(params)" in t)
+    assert not view.possible and view.line == line and "(`params`) is not shown replicated" in view.reason, \
+        view.blocker

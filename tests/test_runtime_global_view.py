@@ -37,9 +37,11 @@ OLD["global_fold_in_axis_index"] = REPO / "fixtures" / "migrate" / "to_global_ji
 OLD["global_functions_given_step_values"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                              / "functions_given_step_values.in.py")
 OLD["global_run_by_absl_app"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "run_by_absl_app.in.py"
+OLD["global_pmap_of_an_init_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                          / "pmap_of_an_init_function.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
-LEGACY = {"global_mlp", "global_mesh_already_built"}
+LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function"}
 FLAX = {"global_flax_train_state"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
@@ -53,7 +55,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_mesh_already_built": "['params']", "global_keyword_arguments": "['params']",
           "global_step_from_factory": "['params']", "global_functions_given_step_values": "['params']",
           "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
-          "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']"}
+          "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']",
+          "global_pmap_of_an_init_function": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -228,6 +231,22 @@ def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path)
     old = OLD[case]
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    assert_pmap_results_on_every_process(old_out, new_out)
+
+
+def test_two_processes_give_the_pmap_results_for_a_pmapped_function_of_unknown_body(tmp_path):
+    """`jax.pmap(opt_init)(params)` as 2 processes: `jax.jit(opt_init, out_shardings=...)` lays its
+    output out over the global mesh, replicated, as pmap's copies were (replicas made here by a
+    tree map of `broadcast_to`, which each process runs on its own devices)."""
+    old = tmp_path / "old.py"
+    old.write_text(OLD["global_pmap_of_an_init_function"].read_text().replace(
+        "jax.device_put_replicated(params, list(jax.devices()))",
+        "jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), params)"))
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "out_shardings=NamedSharding(mesh, P())" in new.read_text()
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
     assert_pmap_results_on_every_process(old_out, new_out)

@@ -97,7 +97,10 @@ class LegacyPmap(LegacyNameRule):
     the step, or once as `self.mesh` in the `__init__` of an object that holds the step) /
     nothing. The program is followed the way it is written: steps decorated, assigned, returned
     by a factory, held by an object (`self.p_step = jax.pmap(...)`), wrapped in `jax.jit`, called
-    at once or with keywords; the functions that drive the step or are given its values; the
+    at once or with keywords, or (no axis name) a function whose body is not known, such as
+    `jax.pmap(opt_init)(params)`, when given replicated values only (it becomes
+    `jax.jit(opt_init, out_shardings=NamedSharding(mesh, P()))`); the drivers `app.run(main)`
+    starts and the functions that drive the step or are given its values; the
     replicate, shard and unreplicate helpers and the losses of the program's other modules (found
     as Python's import finds them); per-device keys (split per device, or `fold_in` of the
     device's index) become the one key, and the fix says the random streams change. Unsafe: the

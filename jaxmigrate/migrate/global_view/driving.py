@@ -47,6 +47,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     join,
 )
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes, is_zero
+from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.names import OpaqueBinding
 
 
@@ -98,12 +99,27 @@ class Step:
     factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
     returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
     holder: tuple | None = None  # (class, attribute) of `self.<attribute> = jax.pmap(...)` (``objects``)
+    # `jax.pmap(opt_init)(params)`: a function whose body is not known here (``func`` is None), with
+    # no axis name, so no collective of it can name pmap's axis: each device computes it alone.
+    # Given only replicated values, every device computes the same value, which `jax.jit` computes
+    # once. ``opaque`` is its number of arguments.
+    opaque: int | None = None
+
+    @property
+    def line(self) -> int:
+        return self.func.lineno if self.func is not None else self.binding.lineno
+
+    @property
+    def arity(self) -> int:
+        if self.opaque is not None:
+            return self.opaque
+        return len([a for a in self.func.args.args if a.arg not in self.bound])
 
 
 @dataclass
 class DriverEdit:
     node: ast.AST
-    action: str  # replicate | shard | index | unshard
+    action: str  # replicate | shard | index | unshard | key | metrics | opaque
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
 
@@ -150,8 +166,7 @@ class DriverAnalyzer:
 
     def analyse(self) -> None:
         for step in self.steps.values():
-            step.params = [BOT] * (len(step.func.args.args) - len([
-                a for a in step.func.args.args if a.arg in step.bound]))
+            step.params = [BOT] * step.arity
         self.edits.clear()
         self.step_calls.clear()
         self.called: set[str] = set()
@@ -307,7 +322,7 @@ class DriverAnalyzer:
                 or not isinstance(bindings[0].node, ast.FunctionDef):
             return None
         found = bindings[0].node
-        if any(found is step.func or found is step.factory for step in self.steps.values()):
+        if any(found is step.func or found is step.factory for step in self.steps.values() if step.opaque is None):
             return None
         return found
 
@@ -760,9 +775,7 @@ class DriverAnalyzer:
             self._edit(node, "key", node.args[0])
             return DKEYS
         if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords:
-            devices = node.args[1]
-            if isinstance(devices, ast.Call) and self._qualified(devices.func) == "jax.local_devices" \
-                    and not devices.args and not devices.keywords:
+            if self._every_local_device(node.args[1]):
                 self._host(node.args[0], env)
                 self._edit(node, "replicate", node.args[0])
                 return DREP
@@ -789,6 +802,18 @@ class DriverAnalyzer:
                 return HOST
         return self._generic(node, env)
 
+    def _every_local_device(self, devices: ast.expr) -> bool:
+        """``jax.local_devices()``, or ``jax.devices()`` in a module run as one process (jraph
+        replicates onto ``list(jax.devices())``), each maybe in ``list(...)``: the devices the
+        mesh's replicated layout puts a copy on."""
+        if isinstance(devices, ast.Call) and isinstance(devices.func, ast.Name) and devices.func.id == "list" \
+                and len(devices.args) == 1 and not devices.keywords and not self.names.bindings(devices.func):
+            devices = devices.args[0]
+        if not (isinstance(devices, ast.Call) and not devices.args and not devices.keywords):
+            return False
+        qualified = self._qualified(devices.func)
+        return qualified == "jax.local_devices" or qualified == "jax.devices" and not planner_of(self.module).multi_process
+
     def _generic(self, node: ast.Call, env: dict):
         for child in [node.func, *node.args, *(k.value for k in node.keywords)]:
             self._host(child.value if isinstance(child, ast.Starred) else child, env)
@@ -807,6 +832,11 @@ class DriverAnalyzer:
                 step.params[i] = _join_kind(step.params[i], R)
                 continue
             leaves = [leaf for leaf in _hleaves(kind) if leaf != BOT]
+            if step.opaque is not None and (not leaves or any(leaf != DREP for leaf in leaves)):
+                raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not shown "
+                              f"replicated: pmap maps `{self.module.segment(step.fun)}`, whose body is not known "
+                              "here, and only where every device is given the same values does each compute "
+                              "what one jit computes")
             if not leaves:
                 continue  # made by the step itself, whose outputs are not known yet
             if any(leaf not in DEVICE for leaf in leaves):
@@ -814,6 +844,11 @@ class DriverAnalyzer:
                               "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
                               + self._hint(arg))
             step.params[i] = _join_kind(step.params[i], _to_kind(kind))
+        if step.opaque is not None:
+            # `jax.jit(f, out_shardings=NamedSharding(mesh, P()))`: the output laid out as pmap's
+            # copies were, even where `f` reads no value of its arguments (optax's `init` reads
+            # only shapes, and jit would leave its zeros on one device).
+            self._edit(node.func, "opaque", step.fun)
         return _from_kind(step.outputs)
 
     def _step_arguments(self, step: Step, node: ast.Call) -> list[tuple[int, ast.expr]]:
@@ -822,6 +857,10 @@ class DriverAnalyzer:
         where jit passes it too. Every parameter must be given once: pmap has no defaults to map."""
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise Blocked(node.lineno, f"`{step.name}` is called with starred arguments")
+        if step.opaque is not None:
+            if node.keywords:
+                raise Blocked(node.lineno, f"`{step.name}` is called with keyword arguments")
+            return list(enumerate(node.args))
         names = [a.arg for a in step.func.args.args if a.arg not in step.bound]
         given = list(enumerate(node.args))
         for keyword in node.keywords:

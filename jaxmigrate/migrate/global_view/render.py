@@ -62,12 +62,16 @@ class Builder:
             for step in self.steps.values():
                 if step.name in drivers.called:
                     continue
-                raise Blocked(step.func.lineno, f"`{step.name}` is not called in this module: its callers "
+                raise Blocked(step.line, f"`{step.name}` is not called in this module: its callers "
                               "elsewhere pass values with pmap's device axis")
             changed = False
             for step in self.steps.values():
                 if any(p == BOT for p in step.params):
                     continue  # fed another step's outputs, not known yet on this round
+                if step.opaque is not None:  # its arguments are all replicated (the driving code's check)
+                    changed = changed or step.outputs != R
+                    step.outputs = R
+                    continue
                 analysis = StepAnalyzer(self.module, self.axis, drivers.scopes | factories).analyse(
                     step.func, step.params, step.bound)
                 analyses[step.name] = analysis
@@ -77,7 +81,7 @@ class Builder:
                 for step in self.steps.values():
                     if any(p == BOT for p in step.params):
                         missing = step.params.index(BOT) + 1
-                        raise Blocked(step.func.lineno, f"argument {missing} of `{step.name}` is never laid out "
+                        raise Blocked(step.line, f"argument {missing} of `{step.name}` is never laid out "
                                       "by code this fix follows")
                 break
         else:
@@ -92,7 +96,7 @@ class Builder:
         for edit in edits.values():
             self._collective(edit)
         # Only placements read the mesh: a function that just reads values back needs none.
-        placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard")]
+        placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard", "opaque")]
         firsts = self._first_placements(placements, drivers.scope_of)
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
@@ -225,6 +229,11 @@ class Builder:
                               "this fix can follow")
             func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
                 else None
+            if func is None and at_once and not options and made is call and self._opaque(fun, assign):
+                name = f"jax.pmap(...) at line {app.line}"
+                self.fun[name], self.donate[name], self.app_of[name] = fun, None, app
+                self.steps[name] = Step(name, call, None, (0,) * len(assign.args), fun=fun, opaque=len(assign.args))
+                return
             if func is None:
                 func, bound = partial_of(self.module, fun, app.line)
             if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
@@ -282,6 +291,15 @@ class Builder:
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
 
+    def _opaque(self, fun: ast.expr, call: ast.Call) -> bool:
+        """``jax.pmap(f)(x, ...)`` with no option, ``f`` a name or attribute that is not a function
+        of this module (``opt_init`` of ``opt_init, opt_update = optax.adam(1e-4)``, ``optimizer.init``),
+        called at once with positional arguments."""
+        if not isinstance(fun, (ast.Name, ast.Attribute)) or not call.args or call.keywords:
+            return False
+        return not any(isinstance(getattr(b, "node", None), (ast.FunctionDef, ast.Lambda))
+                       for b in self.module.names.bindings(fun)) if isinstance(fun, ast.Name) else True
+
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
         for step in self.steps.values():
@@ -328,6 +346,8 @@ class Builder:
                 for t in node.targets) for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
 
     def _check_outputs(self, step: Step) -> None:
+        if step.opaque is not None:
+            return  # replicated: every device computed the same value
         returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
         line = returns[-1].lineno if returns else step.func.lineno
         for leaf in leaves(step.outputs):
@@ -353,6 +373,8 @@ class Builder:
         for name, step in self.steps.items():
             app = self.app_of[name]
             donate = self.donate[name]
+            if step.opaque is not None:  # the driving code's edit (`_driver`), where the mesh is known
+                continue
             if app.kind == "decorator":
                 node = app.node
                 if donate is None:
@@ -483,6 +505,10 @@ class Builder:
                 self._around(edit, f"{jax}.make_array_from_process_local_data("
                                    f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
             self._drop_import(edit.node.func)
+        elif edit.action == "opaque":  # jax.pmap(opt_init) -> jit, its output replicated on the mesh
+            named = self.namer.sharding("NamedSharding")
+            spec = self.namer.sharding("PartitionSpec", "P")
+            self._around(edit, f"{jax}.jit(", f", out_shardings={named}({mesh}, {spec}()))")
         elif edit.action == "key":  # one key per device -> the one key they were split from
             self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
             self._around_atom(edit)
