@@ -6,6 +6,7 @@ import ast
 
 from jaxmigrate.lint.patterns import NAMED_SHARDING, PARTITION_SPEC, argument, call_name, reads_call, single_value
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
+from jaxmigrate.names import OpaqueBinding
 
 MULTI_PROCESS = frozenset({"jax.distributed.initialize", "jax.process_index", "jax.process_count"})
 GLOBAL_ARRAYS = frozenset({
@@ -13,6 +14,8 @@ GLOBAL_ARRAYS = frozenset({
     "jax.make_array_from_single_device_arrays",
 })
 LOCAL = frozenset({"jax.local_devices", "jax.local_device_count"})
+MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
+ARRAY_OF = frozenset({"numpy.array", "numpy.asarray"})
 # Seen with jax 0.10.2, two processes of 4 CPU devices (fixtures/runtime/sharp_local_device_mesh):
 ERROR = "AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same on each process."
 
@@ -52,7 +55,10 @@ class HostLocalBatchDevicePut(Rule):
     `PartitionSpec(...)` with a non-`None` entry (a replicated `P()` is fine when every process
     passes the same value). Values made by `jax.make_array_from_process_local_data`,
     `make_array_from_callback` or `make_array_from_single_device_arrays` (directly or through a
-    name bound once) are global already. A mesh of local devices is JM508's, not reported here.
+    name bound once) are global already. A mesh of local devices is JM508's, not reported here,
+    and so is a `Mesh` of a device list the function is given (`def put(tree, devices)`): which
+    devices its callers pass is not known here (the fix of JM302 writes
+    `device_put_sharded(shards, devices)`, which took this process's devices only, in this form).
 
     ## Fix safety
     No fix: whether `x` holds this process's examples or a value every process shares is known
@@ -95,6 +101,11 @@ class HostLocalBatchDevicePut(Rule):
             "n = jax.process_count()\nlocal = np.array(jax.local_devices())\nmesh = Mesh(local, ('d',))\n"
             "b = jax.device_put(x, NamedSharding(mesh, P('d')))\n"
         ),
+        Valid(  # ... and a mesh of the devices a caller passes (JM302's fix of device_put_sharded)
+            "import jax\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "n = jax.process_count()\ndef put(shards, devices):\n"
+            "    return jax.device_put(shards, NamedSharding(Mesh(devices, ('devices',)), P('devices')))\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -128,7 +139,8 @@ class HostLocalBatchDevicePut(Rule):
             value, sharding = argument(call, 0, "x"), argument(call, 1, "device")
             if value is None or sharding is None or not self._partitioned(names, sharding):
                 continue
-            if reads_call(names, value, GLOBAL_ARRAYS) or _reads_local_devices(names, sharding):
+            if reads_call(names, value, GLOBAL_ARRAYS) or _reads_local_devices(names, sharding) \
+                    or _mesh_of_devices_passed_in(names, sharding):
                 continue
             ctx.report(
                 call,
@@ -162,3 +174,22 @@ def _reads_local_devices(names, expr: ast.expr, depth: int = 4) -> bool:
             if value is not None and _reads_local_devices(names, value, depth - 1):
                 return True
     return False
+
+
+def _mesh_of_devices_passed_in(names, sharding: ast.expr) -> bool:
+    """``NamedSharding(Mesh(devices, ...), ...)`` with ``devices`` (or ``np.array(devices)``) a
+    parameter of the function: the caller's device list, not shown global. (jaxline's
+    ``_device_put_sharded(tree, devices)`` is called with this process's devices;
+    ``device_put_sharded`` took only those, and JM302's fix of it writes this form.)"""
+    if isinstance(sharding, ast.Name):
+        sharding = single_value(names, sharding)
+    mesh = argument(sharding, 0, "mesh") if isinstance(sharding, ast.Call) else None
+    if isinstance(mesh, ast.Name):
+        mesh = single_value(names, mesh)
+    if not isinstance(mesh, ast.Call) or call_name(names, mesh) not in MESH_CLASSES:
+        return False
+    devices = argument(mesh, 0, "devices")
+    if isinstance(devices, ast.Call) and call_name(names, devices) in ARRAY_OF and len(devices.args) == 1:
+        devices = devices.args[0]
+    bindings = names.bindings(devices) if isinstance(devices, ast.Name) else []
+    return bool(bindings) and all(isinstance(b, OpaqueBinding) and isinstance(b.node, ast.arg) for b in bindings)
