@@ -10,7 +10,8 @@ XSS_CODE = "<img src=x onerror=document.title='pwned'>"
 
 FILES = {
     # JM101 keeps the exact rewrite (a step built once, in the driver, over replicated values);
-    # the global view is blocked at line 10, whose code (quoted in the message) is markup.
+    # the global view is blocked at line 15 (the step's output, returned by `main`, is dropped
+    # there with its device axis), whose code (quoted in the message) is markup.
     "steps.py": (
         "import jax\n\n\n"
         "def train_step(params, batch):\n"
@@ -20,7 +21,7 @@ FILES = {
         f'    return step(jax.device_put_replicated(load("{XSS_CODE}"), jax.devices()),\n'
         "                jax.device_put_replicated(batch, jax.devices()))\n\n\n"
         'if __name__ == "__main__":\n'
-        "    main(2.0)\n"
+        f'    main(load("{XSS_CODE}"))\n'
     ),
     # One safe fix, one finding suppressed.
     XSS_FILE: "import jax\n\na = jax.tree_map(f, t)\nb = jax.tree_map(g, t)  # noqa: JM601\n",

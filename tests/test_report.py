@@ -51,9 +51,9 @@ def test_every_pmap_step_has_its_route_and_the_line_that_blocks_it(legacy):
     steps = {step["path"]: step for step in report_data(".")["pmap_steps"]}
     assert steps["steps.py"]["route"] == "exact"
     [blocker] = steps["steps.py"]["blockers"]
-    assert (blocker["scope"], blocker["line"]) == ("global view", 10)
-    assert blocker["code"] == f'return step(jax.device_put_replicated(load("{XSS_CODE}"), jax.devices()),'
-    assert blocker["reason"].startswith("argument 1 of `step` (`jax.device_put_replicated(load(\"<img src=x")
+    assert (blocker["scope"], blocker["line"]) == ("global view", 15)
+    assert blocker["code"] == f'main(load("{XSS_CODE}"))'
+    assert blocker["reason"].startswith("`main(load(\"<img src=x") and "has pmap's device axis here" in blocker["reason"]
     assert steps["data/kept.py"]["route"] == "kept"
     # Both routes are blocked, each for its own reason (`f` is no def of the module's).
     assert [(b["scope"], b["line"]) for b in steps["data/kept.py"]["blockers"]] == [("rewrite", 3), ("global view", 3)]
@@ -69,7 +69,7 @@ def test_reasons_are_grouped_with_counts(legacy):
     reasons = [(r["count"], r["scope"], r["reason"]) for r in report_data(".")["reasons"]]
     assert reasons[0][:2] == (2, "no fix") and reasons[0][2].startswith("JM504 device-count-reshape has no automatic fix")
     assert sorted((count, scope, reason[:30]) for count, scope, reason in reasons[1:]) == [
-        (1, "global view", "argument 1 of `step` (`jax.dev"), (1, "global view", "the pmapped function is not a "),
+        (1, "global view", "`main(load(\"<img src=x onerror"), (1, "global view", "the pmapped function is not a "),
         (1, "rewrite", "`devices=` picks a device subs")]
 
 

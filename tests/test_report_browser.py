@@ -84,7 +84,7 @@ def test_the_report_as_chromium_renders_it(project, tmp_path_factory):
     assert "data/" in page.shown("by-folder")
     pmap = page.shown("pmap")
     assert "data/kept.py:3:8" in pmap and "kept" in pmap and "`devices=`" not in pmap  # code spans rendered
-    assert f'line 10 return step(jax.device_put_replicated(load("{XSS_CODE}"), jax.devices()),' in pmap
+    assert f'line 15 main(load("{XSS_CODE}"))' in pmap
     assert "2 × no fix: JM504 device-count-reshape has no automatic fix" in page.shown("reasons")
     assert f"{XSS_FILE}:4:5" in page.shown("findings")  # the suppressed one: a name of markup, as text
     assert "What it does" in page.shown("rule-JM101")
