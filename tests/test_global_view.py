@@ -431,3 +431,38 @@ def test_replicas_on_jax_devices_are_followed_only_in_a_module_run_as_one_proces
     line = next(i + 1 for i, t in enumerate(several.splitlines()) if "jax.pmap(opt_init)(params)" in t)
     assert not view.possible and view.line == line and "(`params`) is not shown replicated" in view.reason, \
         view.blocker
+
+
+def test_a_batch_stacked_one_value_per_device_is_named_as_such():
+    # jraph's OGB trainer: each device gets a whole padded graph batch of its own.
+    text = textwrap.dedent('''\
+        import functools
+
+        import jax
+        import jax.numpy as jnp
+
+
+        def device_batch(batches):
+            group = []
+            for batch in batches:
+                group.append(batch)
+                if len(group) == jax.local_device_count():
+                    yield jax.tree_util.tree_map(lambda *x: jnp.stack(x, axis=0), *group)
+                    group = []
+
+
+        @functools.partial(jax.pmap, axis_name="i")
+        def step(params, batch):
+            return params - jax.lax.pmean(jnp.mean(batch), "i")
+
+
+        def main(params, batches):
+            params = jax.device_put_replicated(params, jax.local_devices())
+            for batch in device_batch(batches):
+                params = step(params, batch)
+            return params[0]
+        ''')
+    view = plan_global(text)
+    assert not view.possible and view.line == 24, view.blocker
+    assert "`device_batch(batches)` (line 23) gives values stacked on a new leading axis (`jnp.stack(x, axis=0)`, " \
+           "line 12): one whole value per device" in view.reason, view.blocker

@@ -76,6 +76,7 @@ UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 APP_RUN = "absl.app.run"
+_STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
     "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
@@ -895,7 +896,28 @@ class DriverAnalyzer:
                 if name == DEVICE_PUT_REPLICATED and len(call.args) == 2:
                     return (f"; `{self._short(call)}` (line {call.lineno}) replicates onto "
                             f"`{self._short(call.args[1])}`, not shown to be every local device, which the mesh holds")
+                stacked = self._stacks(call.func)
+                if stacked is not None:
+                    return (f"; `{self._short(call)}` (line {call.lineno}) gives values stacked on a new leading "
+                            f"axis (`{self._short(stacked)}`, line {stacked.lineno}): one whole value per device, "
+                            "not the slices of one batch that a reshape or `shard` makes")
         return ""
+
+    def _stacks(self, func: ast.expr) -> ast.Call | None:
+        """The ``stack`` call in what a def of this module called as ``func`` returns or yields
+        (jraph's ``device_batch`` generator stacks ``local_device_count()`` graph batches)."""
+        if not isinstance(func, ast.Name):
+            return None
+        bindings = self.names.bindings(func)
+        if len(bindings) != 1 or not isinstance(bindings[0], OpaqueBinding) \
+                or not isinstance(bindings[0].node, ast.FunctionDef):
+            return None
+        for node in ast.walk(bindings[0].node):
+            if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
+                for call in ast.walk(node.value):
+                    if isinstance(call, ast.Call) and self._qualified(call.func) in _STACKS:
+                        return call
+        return None
 
     # -- patterns --------------------------------------------------------------------------
 
