@@ -77,6 +77,7 @@ GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 APP_RUN = "absl.app.run"
 _STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
+_SPLITS = frozenset(f"{np}.{name}" for np in ("jax.numpy", "numpy") for name in ("split", "array_split"))
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
     "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
@@ -915,8 +916,10 @@ class DriverAnalyzer:
         for node in ast.walk(bindings[0].node):
             if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
                 for call in ast.walk(node.value):
-                    if isinstance(call, ast.Call) and self._qualified(call.func) in _STACKS:
-                        return call
+                    if isinstance(call, ast.Call) and self._qualified(call.func) in _STACKS and not (
+                            call.args and isinstance(call.args[0], ast.Call)
+                            and self._qualified(call.args[0].func) in _SPLITS):
+                        return call  # (a stack of `split(x, n)` is a reshape: slices of one batch)
         return None
 
     # -- patterns --------------------------------------------------------------------------
