@@ -468,4 +468,5 @@ def test_a_batch_stacked_one_value_per_device_is_named_as_such():
            "line 12): one whole value per device" in view.reason, view.blocker
     # A stack of `split(x, n)` (evojax's `split_params_for_pmap`) is slices of one batch: not named so.
     split = text.replace("jnp.stack(x, axis=0)", "jnp.stack(jnp.split(x[0], jax.local_device_count()))")
-    assert "stacked on a new leading axis" not in plan_global(split).reason
+    view = plan_global(split)
+    assert not view.possible and "stacked on a new leading axis" not in view.reason, view.blocker
