@@ -33,8 +33,8 @@ import subprocess
 import sys
 import tarfile
 import types
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

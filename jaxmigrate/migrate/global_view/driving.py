@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
@@ -47,7 +48,6 @@ from jaxmigrate.migrate.global_view.kinds import (
     join,
 )
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes, is_zero
-from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.names import OpaqueBinding
 
 
@@ -776,11 +776,11 @@ class DriverAnalyzer:
             self._host(node.args[0], env)
             self._edit(node, "key", node.args[0])
             return DKEYS
-        if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords:
-            if self._every_local_device(node.args[1]):
-                self._host(node.args[0], env)
-                self._edit(node, "replicate", node.args[0])
-                return DREP
+        if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords \
+                and self._every_local_device(node.args[1]):
+            self._host(node.args[0], env)
+            self._edit(node, "replicate", node.args[0])
+            return DREP
         if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords \
                 and isinstance(node.args[0], ast.Lambda):
             action = self.shapes.tree_map_action(node.args[0])
@@ -834,7 +834,7 @@ class DriverAnalyzer:
                 step.params[i] = _join_kind(step.params[i], R)
                 continue
             leaves = [leaf for leaf in _hleaves(kind) if leaf != BOT]
-            if step.opaque is not None and (not leaves or any(leaf != DREP for leaf in leaves)):
+            if step.opaque is not None and any(leaf != DREP for leaf in leaves):
                 raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not shown "
                               f"replicated: pmap maps `{self.module.segment(step.fun)}`, whose body is not known "
                               "here, and only where every device is given the same values does each compute "
