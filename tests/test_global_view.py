@@ -421,6 +421,16 @@ def test_a_pmapped_function_of_unknown_body_is_followed_only_on_replicated_value
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
 
 
+def test_a_pmapped_function_of_unknown_body_may_be_given_a_steps_replicated_output():
+    # `last` is the step's output, known only from the analysis's second round on.
+    text = _INIT.replace('    return {"losses": jnp.stack(losses),',
+                         '    last, _, _ = update_fn(params, opt_state, x, y)\n    fresh = jax.pmap(opt_init)(last)\n'
+                         '    return {"fresh": jax.tree_util.tree_map(lambda p: p[0], fresh), "losses": jnp.stack(losses),')
+    assert text != _INIT
+    assert plan_global(text).possible
+    assert "fresh = jax.jit(opt_init, out_shardings=NamedSharding(mesh, P()))(last)" in fix(text, set())
+
+
 def test_replicas_on_jax_devices_are_followed_only_in_a_module_run_as_one_process():
     assert plan_global(_INIT).possible  # `jax.device_put_replicated(params, list(jax.devices()))`
     several = _INIT.replace("    n = jax.local_device_count()\n",
