@@ -56,8 +56,11 @@ from jaxmigrate.migrate.global_view.kinds import (
     describe,
     flat,
     join,
+    leaves,
 )
 from jaxmigrate.names import OpaqueBinding, ValueBinding
+
+_HAIKU_WITH_STATE = frozenset({"haiku.transform_with_state", "haiku.multi_transform_with_state"})
 
 
 @dataclass
@@ -467,7 +470,9 @@ class StepAnalyzer:
         args = [self.expr(a, frame) for a in node.args]
         for i in grad.argnums:
             if i >= len(args) or flat(args[i]) != R:
-                return U("a gradient with respect to a value that is not replicated", node.lineno)
+                unknown = flat(args[i]) if i < len(args) else None
+                return unknown if isinstance(unknown, U) else U(
+                    "a gradient with respect to a value that is not replicated", node.lineno)
         out = self._run_elsewhere(grad.fn.elsewhere, args, {}, node) if grad.fn.elsewhere is not None else \
             self._call_def(grad.fn.node, args, grad.fn.frame)
         value, aux = (out.items if isinstance(out, Seq) and grad.has_aux and len(out.items) == 2 else (out, None))
@@ -655,6 +660,10 @@ class StepAnalyzer:
         func = node.func
         assert isinstance(func, ast.Attribute)
         base = flat(self.expr(func.value, frame), node.lineno)
+        if isinstance(base, U):
+            return base  # the first reason it is unknown is the one to tell
+        if func.attr in ("apply", "apply_fn") and base == R:
+            return self._apply_model(node, frame)
         args = [self.expr(a, frame) for a in node.args]
         kwargs = [self.expr(k.value, frame) for k in node.keywords if k.arg not in ("axis", "keepdims", "dtype")]
         if func.attr in REDUCTIONS or func.attr in OTHER_REDUCTIONS:
@@ -662,15 +671,43 @@ class StepAnalyzer:
                 return self._reduction(node, func.attr, base, [*args[1:], *kwargs], axis_position=0)
         if func.attr == "astype":
             return base if all(flat(a) == R for a in args) else U("astype to a per-device dtype", node.lineno)
-        if func.attr in ("apply", "apply_fn") and base == R:
-            if any(k.arg == "mutable" for k in node.keywords):
-                return U("the model is applied with `mutable=` (batch statistics: per-shard, not global)",
-                         node.lineno)
-            return self.elementwise([*args, *kwargs], node)
         if base == R and all(flat(a) == R for a in [*args, *kwargs]):
             return R
         return U(f"`.{func.attr}(...)` of per-device values is not known to treat examples independently",
                  node.lineno)
+
+    def _apply_model(self, node: ast.Call, frame: Frame) -> Kind:
+        """``model.apply(variables, x, rngs={"dropout": key})``: per example, as the module docs
+        assume, unless the model keeps statistics of its batch. A per-device key (flax's ``rngs=``,
+        haiku's ``rng`` argument) draws per example, as ``random`` reads a draw shaped like the rows."""
+        func = node.func
+        assert isinstance(func, ast.Attribute)
+        mutable = next((k.value for k in node.keywords if k.arg == "mutable"), None)
+        if mutable is not None and not (isinstance(mutable, ast.Constant) and mutable.value is False):
+            return U("the model is applied with `mutable=` (batch statistics: per-shard, not global)", node.lineno)
+        if self._haiku_with_state(func.value):
+            return U("the model is a haiku `transform_with_state`: its state (BatchNorm's statistics) is computed "
+                     "over each device's slice of the batch, not over the whole batch", node.lineno)
+        kinds = [self.expr(a, frame) for a in node.args]
+        kinds += [self.expr(k.value, frame) for k in node.keywords if k.arg != "mutable"]
+        if any(leaf == KEY for kind in kinds for leaf in leaves(kind)):
+            self.keys_used = True
+            kinds = [R if leaf_kinds and all(leaf in (KEY, R) for leaf in leaf_kinds) else kind
+                     for kind, leaf_kinds in ((kind, leaves(kind)) for kind in kinds)]
+        return self.elementwise(kinds, node)
+
+    def _haiku_with_state(self, model: ast.expr) -> bool:
+        """Whether ``model`` is bound to ``hk.transform_with_state(f)`` (maybe in ``without_apply_rng``)."""
+        if not isinstance(model, ast.Name):
+            return False
+        for binding in self.names.bindings(model):
+            value = getattr(binding, "value", None)
+            while isinstance(value, ast.Call) and value.args \
+                    and self.names.qualified_name(value.func) == "haiku.without_apply_rng":
+                value = value.args[0]
+            if isinstance(value, ast.Call) and self.names.qualified_name(value.func) in _HAIKU_WITH_STATE:
+                return True
+        return False
 
     def _call_other_module(self, other: program_modules.Definition, node: ast.Call, frame: Frame) -> Kind:
         """A function of another module of the program (``losses.cross_entropy(logits, labels)``)."""
