@@ -84,7 +84,8 @@ def test_a_pmap_at_import_gets_the_global_view_and_no_exact_rewrite_behind_it():
     source = (FIXTURES / "mlp.in.py").read_text()
     (finding,) = [f for f in lint_text(source, "x.py", JM101, TARGET) if f.code == "JM101"]
     assert "global view" in finding.fix.message and finding.fix.fallback is None
-    assert "not rewritten: the exact rewrite needs a mesh where the step is built, here at import" in finding.message
+    assert "the exact rewrite is not offered: the exact rewrite needs a mesh where the step is built, here at import" \
+        in finding.message
     assert fix_text(source, "x.py", JM101, TARGET, unsafe=True).text == (FIXTURES / "mlp.out.py").read_text()
 
 
@@ -480,3 +481,33 @@ def test_a_batch_stacked_one_value_per_device_is_named_as_such():
     split = text.replace("jnp.stack(x, axis=0)", "jnp.stack(jnp.split(x[0], jax.local_device_count()))")
     view = plan_global(split)
     assert not view.possible and "stacked on a new leading axis" not in view.reason, view.blocker
+
+
+_FLAX_MODEL = (FIXTURES / "flax_dropout_model.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param('    eval_batch = {"x"', '    print(state.params["Dense_0"]["kernel"].shape)\n    eval_batch = {"x"',
+                 ".shape)", "has pmap's device axis here", id="the shape of a replicated array counts devices"),
+    pytest.param('    eval_batch = {"x"', '    print(state.step.sharding)\n    eval_batch = {"x"', ".sharding)",
+                 "has pmap's device axis here", id="its sharding is pmap's"),
+    pytest.param('batch["x"], mutable=False)', 'batch["x"], mutable=["batch_stats"])',
+                 'return jax.lax.pmean({"loss": loss}', "applied with `mutable=`",
+                 id="a model that updates its statistics"),
+    pytest.param('rngs={"dropout": dropout_rng})\n', 'rngs={"dropout": dropout_rng})\n'
+                 "        logits = logits + jax.random.normal(dropout_rng, (4,))\n", 'grad = jax.lax.pmean(grad',
+                 "`normal` draws one value per device under pmap", id="a draw that is not per example"),
+])
+def test_a_flax_model_step_blocks_where_pmap_and_the_global_view_differ(old, new, marker, reason):
+    text = _FLAX_MODEL.replace(old, new)
+    assert text != _FLAX_MODEL
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+def test_a_field_of_a_replicated_state_is_replicated():
+    fixed = fix(_FLAX_MODEL, set())
+    assert "p_eval_step(\n        state.params," in fixed
+    assert '"params": state.params,' in fixed  # unreplicate(state.params): the index goes
+    assert "dropout_rngs = jax.device_put(rng, NamedSharding(mesh, P()))" in fixed

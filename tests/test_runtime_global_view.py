@@ -39,10 +39,12 @@ OLD["global_functions_given_step_values"] = (REPO / "fixtures" / "migrate" / "to
 OLD["global_run_by_absl_app"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "run_by_absl_app.in.py"
 OLD["global_pmap_of_an_init_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                           / "pmap_of_an_init_function.in.py")
+OLD["global_flax_dropout_model"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "flax_dropout_model.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function"}
-FLAX = {"global_flax_train_state"}
+# (a real flax linen model runs on the new side too: the test extra installs today's flax)
+FLAX = {"global_flax_train_state", "global_flax_dropout_model"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -56,7 +58,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_step_from_factory": "['params']", "global_functions_given_step_values": "['params']",
           "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
           "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']",
-          "global_pmap_of_an_init_function": "['params']"}
+          "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']"}
 
 
 def migrate(old: Path) -> str:

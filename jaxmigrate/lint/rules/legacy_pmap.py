@@ -218,13 +218,17 @@ class LegacyPmap(LegacyNameRule):
     def report(self, node, symbol, shown, ctx, ambiguous=False) -> None:
         message = describe(symbol, shown, ctx, ambiguous)
         apps = self._applications(node, ctx)
+        view = _global_view(ctx) if apps else None
         kept = sorted({app.exact_reason for app in apps if app.exact_reason})
+        if kept and view is not None and view.possible:
+            # The global view is the fix: nothing blocks, and no exact rewrite stands behind it.
+            message += "; the exact rewrite is not offered: " + "; ".join(kept)
+            kept = []
         # The same reasons as data: the first line each one is found at.
         blockers = [Blocker("rewrite", reason, min(app.line for app in apps if app.exact_reason == reason))
                     for reason in kept]
         if kept:
             message += "; not rewritten: " + "; ".join(kept)
-        view = _global_view(ctx) if apps else None
         if view is not None and not view.possible and view.reason not in kept:
             message += f"; global view not possible: {view.blocker}"
             blockers.append(Blocker("global view", str(view.reason), view.line))

@@ -77,6 +77,9 @@ GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 APP_RUN = "absl.app.run"
 _STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
+# What an array (not a pytree's field) answers, which counts pmap's device axis or its devices.
+_ARRAY_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "mT", "nbytes", "flat", "at", "sharding", "devices",
+                               "addressable_shards", "addressable_data", "device_buffers", "global_shards"})
 _SPLITS = frozenset(f"{np}.{name}" for np in ("jax.numpy", "numpy") for name in ("split", "array_split"))
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
@@ -649,6 +652,9 @@ class DriverAnalyzer:
                 return self.attributes.get((id(held[0]), held[1]), BOT)
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
+        if isinstance(node, ast.Attribute) and node.attr not in _ARRAY_ATTRIBUTES \
+                and self.expr(node.value, env) == DREP:
+            return DREP  # a field of a replicated pytree (`state.params` of a flax TrainState) is one too
         if isinstance(node, ast.List) and not node.elts:
             return EMPTY
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
@@ -694,6 +700,8 @@ class DriverAnalyzer:
                 return kind[0]
         self._host(node.slice, env)
         kind = self.expr(inner, env)
+        if kind == DREP and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return DREP  # a dict entry of a replicated pytree (`params["dense"]`) is replicated too
         if isinstance(kind, tuple) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
             try:
                 return kind[node.slice.value]
@@ -974,6 +982,8 @@ def _from_kind(kind: Kind):
         return DREP
     if kind == S:
         return DSHARD
+    if kind == KEY:
+        return DKEYS
     if kind in (M, SUM):
         return OWN
     if kind == BOT:

@@ -17,7 +17,7 @@ from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application
 from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, reads_of
-from jaxmigrate.migrate.global_view.kinds import BOT, Blocked, R, S, describe, leaves
+from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
     every_device,
@@ -96,7 +96,7 @@ class Builder:
         for edit in edits.values():
             self._collective(edit)
         # Only placements read the mesh: a function that just reads values back needs none.
-        placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard", "opaque")]
+        placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard", "opaque", "key")]
         firsts = self._first_placements(placements, drivers.scope_of)
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
@@ -351,7 +351,7 @@ class Builder:
         returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
         line = returns[-1].lineno if returns else step.func.lineno
         for leaf in leaves(step.outputs):
-            if leaf not in (R, S):
+            if leaf not in (R, S, KEY):  # a key the step splits off is passed back to it, one in all
                 why = f" ({leaf.why}, line {leaf.line})" if hasattr(leaf, "why") and leaf.line else (
                     f" ({leaf.why})" if hasattr(leaf, "why") else "")
                 raise Blocked(line, f"`{step.name}` returns {describe(leaf)}{why}: pmap returns one per device, the "
@@ -496,10 +496,15 @@ class Builder:
             if isinstance(node, ast.Name) and node is not edit.inner:
                 self._drop_import(node)
         jax = self.namer.jax()
-        if edit.action in ("replicate", "shard"):
+        if edit.action in ("replicate", "shard", "key"):
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
-            if edit.action == "replicate":
+            if edit.action == "key":  # one key per device -> the one key they were split from
+                self.notes.add("per-device RNG keys become the one key they were split from: the random streams "
+                               "change")
+            if edit.action in ("replicate", "key"):
+                # A key too is laid out as the key a step hands back is: a step fed its own key
+                # back would compile again for a key on one device.
                 self._around(edit, f"{jax}.device_put(", f", {named}({mesh}, {spec}()))")
             else:
                 self._around(edit, f"{jax}.make_array_from_process_local_data("
@@ -509,10 +514,6 @@ class Builder:
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
             self._around(edit, f"{jax}.jit(", f", out_shardings={named}({mesh}, {spec}()))")
-        elif edit.action == "key":  # one key per device -> the one key they were split from
-            self.notes.add("per-device RNG keys become the one key they were split from: the random streams change")
-            self._around_atom(edit)
-            self._drop_import(edit.node.func)
         elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
             self._around(edit, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), *{jax}.device_get(", "))")
             self._drop_import(edit.node.func)
