@@ -511,3 +511,24 @@ def test_a_field_of_a_replicated_state_is_replicated():
     assert "p_eval_step(\n        state.params," in fixed
     assert '"params": state.params,' in fixed  # unreplicate(state.params): the index goes
     assert "dropout_rngs = jax.device_put(rng, NamedSharding(mesh, P()))" in fixed
+
+
+def test_a_field_of_a_steps_output_is_read_in_the_loop_that_calls_it():
+    text = _FLAX_MODEL.replace("        train_metrics.append(train_metric)\n",
+                               "        train_metrics.append(train_metric)\n"
+                               "        seen = p_eval_step(state.params, shard(batch))\n"
+                               "        print(jax_utils.unreplicate(seen))\n")
+    assert text != _FLAX_MODEL
+    assert plan_global(text).possible, plan_global(text).blocker
+
+
+def test_what_the_step_cannot_compute_is_named_before_where_its_outputs_are_read():
+    # A metric scaled by the device's own batch size: pmap returns one per device, the global view
+    # would scale by the whole batch's. The finding names the step, not the loop reading its output.
+    text = _FLAX_MODEL.replace('metrics = jax.lax.pmean({"loss": loss}, axis_name="batch")',
+                               'metrics = {"loss": loss * batch["y"].shape[0]}')
+    assert text != _FLAX_MODEL
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if "return new_state, metrics" in t)
+    assert not view.possible and view.line == line and "`p_train_step` returns" in view.reason \
+        and "`.shape` of a per-device slice" in view.reason, view.blocker

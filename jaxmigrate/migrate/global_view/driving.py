@@ -652,9 +652,10 @@ class DriverAnalyzer:
                 return self.attributes.get((id(held[0]), held[1]), BOT)
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
-        if isinstance(node, ast.Attribute) and node.attr not in _ARRAY_ATTRIBUTES \
-                and self.expr(node.value, env) == DREP:
-            return DREP  # a field of a replicated pytree (`state.params` of a flax TrainState) is one too
+        if isinstance(node, ast.Attribute) and node.attr not in _ARRAY_ATTRIBUTES:
+            base = self.expr(node.value, env)
+            if base in (DREP, BOT):  # BOT: a step's output, not known yet on this round
+                return base  # a field of a replicated pytree (`state.params` of a flax TrainState) is one too
         if isinstance(node, ast.List) and not node.elts:
             return EMPTY
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
@@ -700,8 +701,8 @@ class DriverAnalyzer:
                 return kind[0]
         self._host(node.slice, env)
         kind = self.expr(inner, env)
-        if kind == DREP and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-            return DREP  # a dict entry of a replicated pytree (`params["dense"]`) is replicated too
+        if kind in (DREP, BOT) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return kind  # a dict entry of a replicated pytree (`params["dense"]`) is replicated too
         if isinstance(kind, tuple) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
             try:
                 return kind[node.slice.value]

@@ -13,11 +13,12 @@ import ast
 import json
 
 from jaxmigrate.core.edits import Edit
+from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application
 from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, reads_of
-from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, describe, leaves
+from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
     every_device,
@@ -77,6 +78,9 @@ class Builder:
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
                     step.outputs, changed = analysis.output, True
+                if any(isinstance(leaf, U) for leaf in leaves(step.outputs)):
+                    # Why the step's values are unknown, not where the driving code then reads them.
+                    self._check_outputs(step)
             if not changed:
                 for step in self.steps.values():
                     if any(p == BOT for p in step.params):
@@ -348,8 +352,9 @@ class Builder:
     def _check_outputs(self, step: Step) -> None:
         if step.opaque is not None:
             return  # replicated: every device computed the same value
-        returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)]
-        line = returns[-1].lineno if returns else step.func.lineno
+        returns = [n for n in ast.walk(step.func) if isinstance(n, ast.Return)
+                   and enclosing_scope(self.module, n) is step.func]  # not a nested loss function's
+        line = max(r.lineno for r in returns) if returns else step.func.lineno
         for leaf in leaves(step.outputs):
             if leaf not in (R, S, KEY):  # a key the step splits off is passed back to it, one in all
                 why = f" ({leaf.why}, line {leaf.line})" if hasattr(leaf, "why") and leaf.line else (
