@@ -532,3 +532,30 @@ def test_what_the_step_cannot_compute_is_named_before_where_its_outputs_are_read
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if "return new_state, metrics" in t)
     assert not view.possible and view.line == line and "`p_train_step` returns" in view.reason \
         and "`.shape` of a per-device slice" in view.reason, view.blocker
+
+
+_HF = (FIXTURES / "hugging_face_train_state.in.py").read_text()
+
+
+def test_a_state_field_replicate_made_one_key_per_device_is_read_as_per_device_keys():
+    # `state.dropout_rng` is device d's own key under pmap (`shard_prng_key`): a draw of a fixed
+    # shape from it is one value per device, one in all in the global view.
+    text = _HF.replace("            return loss_fn(logits, labels)\n",
+                       "            return loss_fn(logits, labels) + jax.random.normal(state.dropout_rng, ()).sum()\n")
+    assert text != _HF
+    view = plan_global(text)
+    assert not view.possible and "`normal` draws one value per device under pmap" in view.reason, view.blocker
+
+
+@pytest.mark.parametrize(("old", "new", "kept"), [
+    pytest.param("", "", False, id="a script's, called only where the fix rewrote it"),
+    pytest.param('if __name__ == "__main__":\n    main()\n', "", True, id="a library module: others may call it"),
+    pytest.param("    state = state.replicate()\n", "    state = state.replicate()\n    again = state.replicate\n",
+                 True, id="read as a value elsewhere"),
+])
+def test_the_replicate_method_goes_only_where_nothing_else_may_call_it(old, new, kept):
+    text = _HF.replace(old, new)
+    assert text != _HF or not old
+    fixed = fix(text, set())
+    assert ("    def replicate(self):" in fixed) is kept
+    assert "state = jax.device_put(state, NamedSharding(mesh, P()))" in fixed

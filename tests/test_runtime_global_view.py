@@ -40,11 +40,13 @@ OLD["global_run_by_absl_app"] = REPO / "fixtures" / "migrate" / "to_global_jit" 
 OLD["global_pmap_of_an_init_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                           / "pmap_of_an_init_function.in.py")
 OLD["global_flax_dropout_model"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "flax_dropout_model.in.py"
+OLD["global_hugging_face_train_state"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                          / "hugging_face_train_state.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
-FLAX = {"global_flax_train_state", "global_flax_dropout_model"}
+FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -58,7 +60,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_step_from_factory": "['params']", "global_functions_given_step_values": "['params']",
           "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
           "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']",
-          "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']"}
+          "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']",
+          "global_hugging_face_train_state": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -225,7 +228,8 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
     assert_pmap_results_on_every_process(old_out, new_out)
 
 
-@pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments"])
+@pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments",
+                                  "global_hugging_face_train_state"])
 def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
     """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
     for pmap becomes a global array with make_array_from_process_local_data, and every process gets

@@ -39,6 +39,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     SUM,
     TREE_MAPS,
     Blocked,
+    Fields,
     Kind,
     M,
     R,
@@ -68,6 +69,25 @@ DKEYS = H("DKEYS")  # one RNG key per device
 OWN = H("OWN")
 DEVICE = (DREP, DSHARD, DKEYS)
 CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN)
+
+
+@dataclass(frozen=True)
+class KeyedState:
+    """Replicated like ``DREP`` but for these fields, one RNG key per device each: the Hugging Face
+    examples' ``TrainState.replicate`` is ``replicate(self).replace(dropout_rng=shard_prng_key(
+    self.dropout_rng))``. The global view places it as ``DREP``: each field the one key."""
+
+    keys: tuple[str, ...]
+
+
+def _replicated(kind) -> bool:
+    """Whether a driving kind is a copy of one value on every device, which ``x[0]`` reads back."""
+    return kind == DREP or isinstance(kind, KeyedState)
+
+
+def _carries(kind) -> bool:
+    """Whether a driving kind holds pmap's device axis."""
+    return isinstance(kind, KeyedState) or kind in CARRIES_AXIS
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
@@ -127,6 +147,7 @@ class DriverEdit:
     action: str  # replicate | shard | index | unshard | key | metrics | opaque
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
+    keys: tuple[str, ...] = ()  # fields a replication gave one RNG key per device (``KeyedState``)
 
 
 def _hjoin(a, b):
@@ -237,7 +258,7 @@ class DriverAnalyzer:
                 reads_only_through_self(self.module, step.holder[0], step.holder[1], self.scopes,
                                         f"the pmapped step `{step.name}`")
         for (owner_id, attribute), kind in self.attributes.items():
-            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+            if any(_carries(leaf) for leaf in _hleaves(kind)):
                 reads_only_through_self(self.module, owners[owner_id], attribute, self.scopes,
                                         "a value with pmap's device axis")
                 line = class_level_names(owners[owner_id]).get(attribute)
@@ -363,7 +384,7 @@ class DriverAnalyzer:
             inner[param.arg] = kind
         outer_names, self._device_names = self._device_names, set()
         for name, kind in inner.items():
-            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+            if any(_carries(leaf) for leaf in _hleaves(kind)):
                 self._device_names.add(name)
         self._inline.append((func, []))
         self._passed.append(dict(zip((a.arg for a in params), node.args)))
@@ -508,7 +529,7 @@ class DriverAnalyzer:
                 target = env.get(node.target.id, HOST)
             else:
                 target = self.expr(node.target, env)
-            if kind in CARRIES_AXIS or target in CARRIES_AXIS:
+            if _carries(kind) or _carries(target):
                 raise Blocked(node.lineno, "augmented assignment of a value with pmap's device axis")
             return env
         if isinstance(node, (ast.Expr, ast.Assert, ast.Raise, ast.Delete)):
@@ -523,7 +544,7 @@ class DriverAnalyzer:
                 return env
             if node.value is not None:
                 kind = self.expr(node.value, env)
-                if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+                if any(_carries(leaf) for leaf in _hleaves(kind)):
                     raise Blocked(node.lineno, "a value with pmap's device axis is returned; its callers are not "
                                   "followed")
             return env
@@ -563,7 +584,7 @@ class DriverAnalyzer:
         """A nested def or class must not capture a device value (its uses are not followed)."""
         outer = self.scope_of(node) if not isinstance(node, ast.Lambda) else None
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and env.get(sub.id) in CARRIES_AXIS and sub is not node:
+            if isinstance(sub, ast.Name) and _carries(env.get(sub.id)) and sub is not node:
                 if outer is not None and not any(self.scope_of(_binding_node(b)) is outer
                                                  for b in self.names.bindings(sub) if _binding_node(b) is not None):
                     continue  # the nested function's own name (a parameter), not the outer value
@@ -573,7 +594,7 @@ class DriverAnalyzer:
     def _bind(self, target: ast.expr, kind, env: dict) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = kind
-            if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+            if any(_carries(leaf) for leaf in _hleaves(kind)):
                 if target.id in self._shared(self.scope_of(target)):
                     raise Blocked(target.lineno, f"`{target.id}` is declared `global` / `nonlocal` and gets a value "
                                   "with pmap's device axis, read elsewhere where this fix does not follow")
@@ -584,7 +605,7 @@ class DriverAnalyzer:
                 for element, item in zip(target.elts, kind):
                     self._bind(element, item, env)
                 return
-            if kind in CARRIES_AXIS or isinstance(kind, tuple):
+            if _carries(kind) or isinstance(kind, tuple):
                 raise Blocked(target.lineno, "a value with pmap's device axis is unpacked in a way this fix does "
                               "not follow")
             for element in target.elts:
@@ -607,7 +628,7 @@ class DriverAnalyzer:
             self.attributes[key] = joined
             return
         # An attribute or item: the value escapes where this fix cannot follow it.
-        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+        if any(_carries(leaf) for leaf in _hleaves(kind)):
             raise Blocked(target.lineno, "a value with pmap's device axis is stored in an attribute or container, "
                           "which this fix does not follow")
         self._host(target, env)
@@ -617,7 +638,7 @@ class DriverAnalyzer:
     def _host(self, node: ast.expr, env: dict) -> None:
         kind = self.expr(node, env)
         self._check_own(node, kind)
-        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+        if any(_carries(leaf) for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis here, where the global "
                           "view has no counterpart")
 
@@ -656,6 +677,8 @@ class DriverAnalyzer:
             base = self.expr(node.value, env)
             if base in (DREP, BOT):  # BOT: a step's output, not known yet on this round
                 return base  # a field of a replicated pytree (`state.params` of a flax TrainState) is one too
+            if isinstance(base, KeyedState):
+                return DKEYS if node.attr in base.keys else DREP
         if isinstance(node, ast.List) and not node.elts:
             return EMPTY
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
@@ -670,7 +693,7 @@ class DriverAnalyzer:
             # A dict whose every value is replicated (or every one split) is such a tree itself.
             if len(known) == 1 and next(iter(known)) in (HOST, DREP, DSHARD):
                 return known.pop()
-            if any(leaf in CARRIES_AXIS for kind in kinds for leaf in _hleaves(kind)):
+            if any(_carries(leaf) for kind in kinds for leaf in _hleaves(kind)):
                 raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
                               "axis, or laid out differently")
             return HOST
@@ -690,11 +713,11 @@ class DriverAnalyzer:
             # jax.device_get(x)[0] reads device 0's copy just as x[0] does.
             if isinstance(inner, ast.Call) and self._qualified(inner.func) == "jax.device_get" and len(inner.args) == 1:
                 kind = self.expr(inner.args[0], env)
-                if kind == DREP:
+                if _replicated(kind):
                     self._edit(node, "index", inner)
                     return HOST
             kind = self.expr(inner, env)
-            if kind == DREP:
+            if _replicated(kind):
                 self._edit(node, "index", inner)
                 return HOST
             if isinstance(kind, tuple):
@@ -709,7 +732,7 @@ class DriverAnalyzer:
             except IndexError:
                 pass
         self._check_own(inner, kind)
-        if any(leaf in CARRIES_AXIS for leaf in _hleaves(kind)):
+        if any(_carries(leaf) for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` indexes a value with pmap's device axis")
         return HOST
 
@@ -727,7 +750,7 @@ class DriverAnalyzer:
             method = self._method(held)
             if method is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
                 kinds = [self.expr(a, env) for a in node.args]
-                if id(method) in self.method_readers or any(leaf in CARRIES_AXIS for k in kinds for leaf in _hleaves(k)):
+                if id(method) in self.method_readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)):
                     self.method_readers[id(method)] = method
                     self.method_reader_calls.add(id(node))
                     return self._wrapper_call(method, node, env, kinds, bound_self=True)
@@ -743,17 +766,21 @@ class DriverAnalyzer:
                 return self._wrapper_call(bindings[0].node, node, env)
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        method = self.helpers.replicate_method(node)
+        if method is not None and self.expr(func.value, env) == HOST:  # the HF examples' state.replicate()
+            self._edit(node, "replicate", func.value, helper=method[0], keys=method[1])
+            return KeyedState(method[1]) if method[1] else DREP
         helper = self.helpers.of_call(node)
         if helper is not None:
             kind = self.expr(arg, env)
-            if helper.action == "index" and kind == DREP or helper.action != "index" and all(
+            if helper.action == "index" and _replicated(kind) or helper.action != "index" and all(
                     leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, helper.action, arg, helper)
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[helper.action]
         reader = self._reader(func)
         if reader is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             kinds = [self.expr(a, env) for a in node.args]
-            if id(reader) in self.readers or any(leaf in CARRIES_AXIS for k in kinds for leaf in _hleaves(k)):
+            if id(reader) in self.readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)):
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds)
@@ -774,7 +801,7 @@ class DriverAnalyzer:
         if arg is not None and qualified in REPLICATE | SHARD | UNREPLICATE:
             kind = self.expr(arg, env)
             if qualified in UNREPLICATE:
-                if kind == DREP:
+                if _replicated(kind):
                     self._edit(node, "index", arg)
                     return HOST
             elif all(leaf == HOST for leaf in _hleaves(kind)):
@@ -795,7 +822,7 @@ class DriverAnalyzer:
             action = self.shapes.tree_map_action(node.args[0])
             kind = self.expr(node.args[1], env)
             host = all(leaf == HOST for leaf in _hleaves(kind))
-            if action == "index" and kind == DREP or action in ("replicate", "shard") and host:
+            if action == "index" and _replicated(kind) or action in ("replicate", "shard") and host:
                 self._edit(node, action, node.args[1])
                 return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
         copied = _copied_name(node)  # `jnp.broadcast_to(w, (n,) + w.shape)`, `np.stack([w] * n)`
@@ -850,7 +877,7 @@ class DriverAnalyzer:
                               "what one jit computes")
             if not leaves:
                 continue  # made by the step itself, whose outputs are not known yet
-            if any(leaf not in DEVICE for leaf in leaves):
+            if any(leaf not in DEVICE and not isinstance(leaf, KeyedState) for leaf in leaves):
                 raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not made by a "
                               "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
                               + self._hint(arg))
@@ -933,12 +960,13 @@ class DriverAnalyzer:
 
     # -- patterns --------------------------------------------------------------------------
 
-    def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None) -> None:
+    def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
+              keys: tuple[str, ...] = ()) -> None:
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
-        self.edits[id(node)] = DriverEdit(node, action, inner, helper)
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys)
         for made in self._reads:
             made.add((id(node), action))
 
@@ -970,12 +998,17 @@ def _binding_node(binding) -> ast.AST | None:
 def _to_kind(kind) -> Kind:
     if isinstance(kind, tuple):
         return Seq(tuple(_to_kind(k) for k in kind))
+    if isinstance(kind, KeyedState):
+        return Fields(tuple((name, KEY) for name in kind.keys))
     return {DREP: R, DSHARD: S, DKEYS: KEY}.get(kind, BOT)
 
 
 def _from_kind(kind: Kind):
     if isinstance(kind, Seq):
         return tuple(_from_kind(k) for k in kind.items)
+    if isinstance(kind, Fields):
+        return KeyedState(tuple(name for name, _ in kind.items)) if all(
+            k == KEY for _, k in kind.items) else MIXED
     if isinstance(kind, Record):
         parts = {_from_kind(k) for _, k in kind.items}
         return parts.pop() if len(parts) == 1 and not isinstance(next(iter(parts)), tuple) else MIXED

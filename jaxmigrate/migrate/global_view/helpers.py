@@ -33,7 +33,8 @@ from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
-
+_REPLICATE = "flax.jax_utils.replicate"
+_SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 
 @dataclass(frozen=True, eq=False)
 class Helper:
@@ -86,6 +87,56 @@ class HelperSummaries:
         action = self._summaries[id(fn)]
         return Helper(name, fn, statement, action) if action else None
 
+    def replicate_method(self, call: ast.Call) -> tuple[Helper, tuple[str, ...]] | None:
+        """``state.replicate()`` of an object a class of this module makes, whose method of that
+        name returns ``flax.jax_utils.replicate(self)``, maybe ``.replace(f=shard_prng_key(self.f))``
+        (the Hugging Face examples' ``TrainState``): the method, and the fields it gives one key per
+        device; None where the call is not such a replication."""
+        func = call.func
+        if call.args or call.keywords or not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+            return None
+        classes = {id(c): c for c in self._classes_made(func.value)}
+        if len(classes) != 1:
+            return None
+        method = next((m for m in next(iter(classes.values())).body
+                       if isinstance(m, ast.FunctionDef) and m.name == func.attr), None)
+        if method is None or method.decorator_list or len(method.args.args) != 1 or method.args.vararg \
+                or method.args.kwarg or method.args.kwonlyargs or method.args.posonlyargs:
+            return None
+        body = _without_docstring(method.body)
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+            return None
+        me, result, keys = method.args.args[0].arg, body[0].value, []
+        if isinstance(result.func, ast.Attribute) and result.func.attr == "replace" and not result.args:
+            for keyword in result.keywords:
+                value = keyword.value
+                if not (keyword.arg and isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
+                        and self.module.names.qualified_name(value.func) == _SHARD_PRNG_KEY
+                        and _is_attribute_of(value.args[0], me, keyword.arg)):
+                    return None
+                keys.append(keyword.arg)
+            result = result.func.value
+        if not (isinstance(result, ast.Call) and len(result.args) == 1 and not result.keywords
+                and isinstance(result.args[0], ast.Name) and result.args[0].id == me
+                and self.module.names.qualified_name(result.func) == _REPLICATE):
+            return None
+        return Helper(method.name, method, method, "replicate"), tuple(keys)
+
+    def _classes_made(self, name: ast.Name) -> list[ast.ClassDef]:
+        """The classes of this module that the assignments of ``name`` construct (``Cls(...)`` or
+        ``Cls.create(...)``); its other assignments (a step's outputs) keep the object's class."""
+        found = []
+        for binding in self.module.names.bindings(name):
+            value = getattr(binding, "value", None)
+            if not isinstance(value, ast.Call):
+                continue
+            maker = value.func.value if isinstance(value.func, ast.Attribute) and value.func.attr == "create" \
+                else value.func
+            if isinstance(maker, ast.Name):
+                found += [b.node for b in self.module.names.bindings(maker)
+                          if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.ClassDef)]
+        return found
+
     def _imported(self, func: ast.expr, qualified: str | None) -> Helper | None:
         """A helper another module of the program defines (or imports from one, re-exported)."""
         found = program_modules.definition(qualified) if qualified is not None else None
@@ -109,10 +160,7 @@ class HelperSummaries:
             return self._action(fn.body, param)
         if fn.decorator_list:
             return None
-        body = list(fn.body)
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            body = body[1:]  # the docstring
+        body = _without_docstring(fn.body)
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             return None
         for statement in body[:-1]:
@@ -137,3 +185,16 @@ class HelperSummaries:
             return self.leaf_action(leaf.body, leaf_args.args[0].arg)
         return self.leaf_action(result, param)
 
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return list(body)
+
+
+def _is_attribute_of(node: ast.expr, owner: str, attr: str) -> bool:
+    """``node`` is ``owner.attr``."""
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+        and node.value.id == owner

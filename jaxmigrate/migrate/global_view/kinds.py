@@ -41,6 +41,23 @@ class Record:
     items: tuple  # ((key, kind), ...)
 
 
+@dataclass(frozen=True)
+class Fields:
+    """A replicated object (a flax ``TrainState``) but for these fields: the Hugging Face examples
+    keep one dropout key per device in theirs. Every other field is ``R``."""
+
+    items: tuple  # ((name, kind), ...)
+
+    def field(self, name: str) -> "Kind":
+        return dict(self.items).get(name, R)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a Hugging Face model returns: a ``ModelOutput`` (or tuple) of per-example values, read
+    by position (``outputs[0]``) or by name (``outputs.logits``)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Fn:
     node: ast.AST  # FunctionDef or Lambda
@@ -56,7 +73,7 @@ class Grad:
     argnums: tuple[int, ...]
 
 
-Kind = Atom | U | Seq | Record | Fn | Grad
+Kind = Atom | U | Seq | Record | Fields | Outputs | Fn | Grad
 
 
 class Blocked(Exception):
@@ -87,6 +104,10 @@ def leaves(kind: Kind) -> list[Kind]:
         return [leaf for item in kind.items for leaf in leaves(item)]
     if isinstance(kind, Record):
         return [leaf for _, item in kind.items for leaf in leaves(item)]
+    if isinstance(kind, Fields):
+        return [R, *(leaf for _, item in kind.items for leaf in leaves(item))]
+    if isinstance(kind, Outputs):
+        return [S]
     return [kind]
 
 

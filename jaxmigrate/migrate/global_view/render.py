@@ -154,13 +154,21 @@ class Builder:
         removed = []
         for helper in helpers.values():
             statement = helper.statement
-            module_level = self.module.parent_of(statement) is self.module.tree
+            owner = self.module.parent_of(statement)
+            module_level = owner is self.module.tree
             if module_level and (helper.name in exported or not (helper.name.startswith("_") or self._is_script())):
                 continue
-            uses = reads_of(self.module, helper.name, helper.fn)
+            if isinstance(owner, ast.ClassDef):  # a method (`state.replicate()`): read as any attribute
+                if owner.name in exported or not (owner.name.startswith("_") or self._is_script()) \
+                        or len(owner.body) < 2:
+                    continue
+                uses = [n for n in self.module.of_type(ast.Attribute) if n.attr == helper.name
+                        and self.module.names.qualified_name(n) is None]  # (not `jax_utils.replicate`)
+            else:
+                uses = reads_of(self.module, helper.name, helper.fn)
             if not uses or any(id(use) not in rewritten for use in uses) or not self._own_lines(statement):
                 continue
-            self._delete_lines(statement, blank_after=module_level)
+            self._delete_lines(statement, blank_after=module_level, blank_before=isinstance(owner, ast.ClassDef))
             for node in ast.walk(helper.fn):
                 if isinstance(node, (ast.Name, ast.Attribute)):
                     self._drop_import(node)
@@ -461,11 +469,16 @@ class Builder:
         return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
             and not self.module.has_comment(statement)
 
-    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False) -> None:
+    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False, blank_before: bool = False) -> None:
         """Delete ``statement``'s lines (with ``blank_after``, the blank lines after it too, so a
-        removed module-level def leaves the file's spacing between its neighbours)."""
+        removed module-level def leaves the file's spacing between its neighbours; with
+        ``blank_before``, those above it, as a removed method leaves its class's)."""
         starts = self.module.src.line_starts
-        start = starts[statement.lineno - 1]
+        first = statement.lineno
+        if blank_before:
+            while first > 1 and not self.module.src.line(first - 1).strip():
+                first -= 1
+        start = starts[first - 1]
         last = statement.end_lineno
         if blank_after:
             while last < len(starts) and not self.module.src.line(last + 1).strip():
@@ -504,7 +517,7 @@ class Builder:
         if edit.action in ("replicate", "shard", "key"):
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
-            if edit.action == "key":  # one key per device -> the one key they were split from
+            if edit.action == "key" or edit.keys:  # one key per device -> the one key they were split from
                 self.notes.add("per-device RNG keys become the one key they were split from: the random streams "
                                "change")
             if edit.action in ("replicate", "key"):

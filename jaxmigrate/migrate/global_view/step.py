@@ -44,7 +44,9 @@ from jaxmigrate.migrate.global_view.kinds import (
     SUM,
     TREE_MAPS,
     Blocked,
+    Fields,
     Fn,
+    Outputs,
     Grad,
     Kind,
     M,
@@ -61,6 +63,7 @@ from jaxmigrate.migrate.global_view.kinds import (
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 _HAIKU_WITH_STATE = frozenset({"haiku.transform_with_state", "haiku.multi_transform_with_state"})
+_STATE_UPDATES = frozenset({"replace", "apply_gradients"})
 
 
 @dataclass
@@ -364,15 +367,27 @@ class StepAnalyzer:
         qualified = self.names.qualified_name(node)
         if qualified is not None:
             return R
-        base = flat(self.expr(node.value, frame), node.lineno)
+        raw = self.expr(node.value, frame)
+        if isinstance(raw, Fields):
+            return raw.field(node.attr)
+        if isinstance(raw, Outputs):
+            return S  # `outputs.logits`
+        base = flat(raw, node.lineno)
         if base == S and node.attr in ("shape", "size", "T", "ndim_", "mT"):
             return U(f"`.{node.attr}` of a per-device slice of the batch is not its global `.{node.attr}`",
                      node.lineno)
         return base
 
     def subscript(self, node: ast.Subscript, frame: Frame) -> Kind:
-        base = self.expr(node.value, frame)
         index = node.slice
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and _feature_axis(index) \
+                and flat(self.expr(node.value.value, frame)) in (R, S):
+            # `logits.shape[-1]`: a feature dimension, the same per device and globally (a negative
+            # axis is a feature axis, as for reductions: the module docs' assumption)
+            return R
+        base = self.expr(node.value, frame)
+        if isinstance(base, Outputs) and isinstance(index, ast.Constant) and type(index.value) in (int, str):
+            return S  # `model(...)[0]`: a field of the outputs, not a row
         if isinstance(index, ast.Constant) and isinstance(base, Seq) and type(index.value) is int:
             try:
                 return base.items[index.value]
@@ -419,6 +434,8 @@ class StepAnalyzer:
                                            and not self.names.bindings(node.func)):
             node._zip = True  # type: ignore[attr-defined]
             return Seq(tuple(flat(self.expr(a, frame), node.lineno) for a in node.args))
+        if not qualified and self._model_call(node, frame):
+            return self._apply_model(node, frame)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return self._opaque(node, frame)
         callee = self.expr(node.func, frame) if not qualified else None
@@ -499,7 +516,7 @@ class StepAnalyzer:
         meaning does not. A draw of a fixed shape was one per device, and is one in all now."""
         rest = [self.expr(a, frame) for a in node.args[1:] if not _is_shape_of_rows(a, self, frame)]
         rest += [self.expr(k.value, frame) for k in node.keywords if k.arg != "shape"]
-        if any(flat(k) not in (R, S) for k in rest):
+        if any(flat(k) not in (R, S, BOT) for k in rest):  # (BOT: `()`, a scalar's shape)
             return U(f"`{qualified}` with a per-device argument", node.lineno)
         if qualified in KEY_OPS:
             return KEY if all(flat(k) == R for k in rest) else U("a key folded with per-example data", node.lineno)
@@ -533,7 +550,9 @@ class StepAnalyzer:
             arg = node.args[0]
             kind = self.expr(arg, frame)
             atom = flat(kind, node.lineno)
-            if short == "pmean" and atom in (M, R):
+            if short == "pmean" and (atom in (M, R) or all(leaf in (M, R) for leaf in leaves(kind))):
+                # (a tree of per-shard means and replicated values, `{"loss": loss, "lr": lr}`: the
+                # mean of equal copies is the copy)
                 return self._edit(node, arg, "drop", kind)
             if short == "psum" and atom == SUM:
                 return self._edit(node, arg, "drop", kind)
@@ -659,16 +678,19 @@ class StepAnalyzer:
     def _method(self, node: ast.Call, frame: Frame) -> Kind:
         func = node.func
         assert isinstance(func, ast.Attribute)
-        base = flat(self.expr(func.value, frame), node.lineno)
+        raw = self.expr(func.value, frame)
+        if func.attr in _STATE_UPDATES and not node.args and (raw == R or isinstance(raw, Fields)):
+            return self._state_update(raw, node, frame)
+        base = flat(raw, node.lineno)
         if isinstance(base, U):
             return base  # the first reason it is unknown is the one to tell
-        if func.attr in ("apply", "apply_fn") and base == R:
-            return self._apply_model(node, frame)
         args = [self.expr(a, frame) for a in node.args]
         kwargs = [self.expr(k.value, frame) for k in node.keywords if k.arg not in ("axis", "keepdims", "dtype")]
         if func.attr in REDUCTIONS or func.attr in OTHER_REDUCTIONS:
             if base == S or base in (R, BOT):
                 return self._reduction(node, func.attr, base, [*args[1:], *kwargs], axis_position=0)
+        if func.attr in ("pop", "get") and base == S and all(flat(a) == R for a in args):
+            return S  # `batch.pop("labels")`: an entry of a batch pytree
         if func.attr == "astype":
             return base if all(flat(a) == R for a in args) else U("astype to a per-device dtype", node.lineno)
         if base == R and all(flat(a) == R for a in [*args, *kwargs]):
@@ -676,25 +698,53 @@ class StepAnalyzer:
         return U(f"`.{func.attr}(...)` of per-device values is not known to treat examples independently",
                  node.lineno)
 
+    def _state_update(self, state: Kind, node: ast.Call, frame: Frame) -> Kind:
+        """``state.replace(f=...)`` / ``state.apply_gradients(grads=..., f=...)`` of a flax
+        ``TrainState``: the state with those fields. The gradients update the parameters and the
+        optimizer's state, which stay replicated only where they are."""
+        fields = dict(state.items) if isinstance(state, Fields) else {}
+        for keyword in node.keywords:
+            kind = self.expr(keyword.value, frame)
+            if keyword.arg is None or keyword.arg == "grads" and node.func.attr == "apply_gradients":
+                if flat(kind, node.lineno) != R:
+                    return U(f"`.{node.func.attr}(...)` of values that are not replicated", node.lineno)
+                continue
+            fields[keyword.arg] = kind
+        kept = tuple((name, kind) for name, kind in sorted(fields.items()) if kind != R)
+        return Fields(kept) if kept else R
+
+    def _model_call(self, node: ast.Call, frame: Frame) -> bool:
+        """A model applied: flax's and haiku's ``model.apply(...)`` / ``state.apply_fn(...)``, or a
+        Hugging Face model called as its examples call it, ``model(**batch, params=params,
+        train=...)``: a replicated callable, not a function this analysis reads."""
+        func = node.func
+        model = isinstance(func, ast.Attribute) and func.attr in ("apply", "apply_fn") \
+            or {"params", "train"} <= {k.arg for k in node.keywords}
+        return model and flat(self.expr(func, frame)) == R  # (a def this analysis reads is an `Fn`)
+
     def _apply_model(self, node: ast.Call, frame: Frame) -> Kind:
         """``model.apply(variables, x, rngs={"dropout": key})``: per example, as the module docs
         assume, unless the model keeps statistics of its batch. A per-device key (flax's ``rngs=``,
-        haiku's ``rng`` argument) draws per example, as ``random`` reads a draw shaped like the rows."""
+        haiku's ``rng`` argument, a Hugging Face model's ``dropout_rng=``) draws per example, as
+        ``random`` reads a draw shaped like the rows. A Hugging Face model returns ``Outputs``."""
         func = node.func
-        assert isinstance(func, ast.Attribute)
         mutable = next((k.value for k in node.keywords if k.arg == "mutable"), None)
         if mutable is not None and not (isinstance(mutable, ast.Constant) and mutable.value is False):
             return U("the model is applied with `mutable=` (batch statistics: per-shard, not global)", node.lineno)
-        if self._haiku_with_state(func.value):
+        if isinstance(func, ast.Attribute) and self._haiku_with_state(func.value):
             return U("the model is a haiku `transform_with_state`: its state (BatchNorm's statistics) is computed "
                      "over each device's slice of the batch, not over the whole batch", node.lineno)
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return U("a model applied to `*args`", node.lineno)
         kinds = [self.expr(a, frame) for a in node.args]
         kinds += [self.expr(k.value, frame) for k in node.keywords if k.arg != "mutable"]
         if any(leaf == KEY for kind in kinds for leaf in leaves(kind)):
             self.keys_used = True
             kinds = [R if leaf_kinds and all(leaf in (KEY, R) for leaf in leaf_kinds) else kind
                      for kind, leaf_kinds in ((kind, leaves(kind)) for kind in kinds)]
-        return self.elementwise(kinds, node)
+        rows = self.elementwise(kinds, node)
+        hugging_face = any(k.arg == "params" for k in node.keywords)
+        return Outputs() if hugging_face and rows == S else rows
 
     def _haiku_with_state(self, model: ast.expr) -> bool:
         """Whether ``model`` is bound to ``hk.transform_with_state(f)`` (maybe in ``without_apply_rng``)."""
@@ -784,3 +834,12 @@ def _whole(index: ast.expr) -> bool:
 def _op(op: ast.operator) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
             ast.FloorDiv: "//", ast.Mod: "%"}.get(type(op), type(op).__name__)
+
+
+def _feature_axis(index: ast.expr) -> bool:
+    """A literal axis other than 0, the batch axis."""
+    try:
+        value = ast.literal_eval(index)
+    except ValueError:
+        return False
+    return type(value) is int and value != 0
