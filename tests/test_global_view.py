@@ -559,3 +559,16 @@ def test_the_replicate_method_goes_only_where_nothing_else_may_call_it(old, new,
     fixed = fix(text, set())
     assert ("    def replicate(self):" in fixed) is kept
     assert "state = jax.device_put(state, NamedSharding(mesh, P()))" in fixed
+
+
+def test_each_pmap_names_its_own_axis():
+    # flax's ImageNet example syncs statistics with a second pmap over another axis name.
+    text = _FLAX_MODEL.replace("model = Classifier()\n", 'model = Classifier()\ncross_replica_mean = '
+                               'jax.pmap(lambda x: jax.lax.pmean(x, "x"), "x")\n').replace(
+        '    return {"params": jax_utils.unreplicate(state.params),',
+        '    synced = cross_replica_mean(state.params)\n    return {"params": jax_utils.unreplicate(synced),')
+    assert text != _FLAX_MODEL
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    fixed = fix(text, set())
+    assert "cross_replica_mean = jax.jit(lambda x: x)" in fixed and '("batch",)' in fixed

@@ -129,6 +129,7 @@ class Step:
     # Given only replicated values, every device computes the same value, which `jax.jit` computes
     # once. ``opaque`` is its number of arguments.
     opaque: int | None = None
+    axis: str | None = None  # the axis name its pmap gives, which its collectives name
 
     @property
     def line(self) -> int:

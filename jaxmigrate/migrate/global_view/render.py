@@ -73,7 +73,7 @@ class Builder:
                     changed = changed or step.outputs != R
                     step.outputs = R
                     continue
-                analysis = StepAnalyzer(self.module, self.axis, drivers.scopes | factories).analyse(
+                analysis = StepAnalyzer(self.module, step.axis, drivers.scopes | factories).analyse(
                     step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
@@ -90,7 +90,11 @@ class Builder:
                 break
         else:
             raise Blocked(1, "the kinds of the step's values do not settle")
-        self.axis = self.axis or "batch"  # the mesh needs an axis name even where pmap had none
+        # The mesh's axis: the name of the pmap that is given the batch (the train step's, not a
+        # sync helper's), else the first name; one even where pmap had none.
+        batched = [step.axis for step in self.steps.values()
+                   if step.axis and any(leaf == S for p in step.params for leaf in leaves(p))]
+        self.axis = batched[0] if batched else self.axis or "batch"
         for step in self.steps.values():
             self._check_outputs(step)
         self._rewrite_steps()
@@ -270,8 +274,8 @@ class Builder:
             axis = analyzer.literal_string(values["axis_name"])
             if axis is None:
                 raise Blocked(app.line, "`axis_name=` is not a literal string")
-        if self.axis is not None and axis is not None and axis != self.axis:
-            raise Blocked(app.line, f"pmaps over different axes ({self.axis!r} and {axis!r})")
+        # Each pmap names its own axis for its own collectives (flax's `sync_batch_stats` pmaps a
+        # `pmean` over 'x' beside a train step over 'batch'); the one mesh takes the first name.
         self.axis = self.axis or axis
         if "donate_argnums" in values and id(app.node) in self.jitted:
             raise Blocked(app.line, "`donate_argnums=` on a pmap that `jax.jit` wraps: the jit does not donate")
@@ -299,7 +303,7 @@ class Builder:
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun, factory=factory,
-                                returned=returned, holder=holder)
+                                returned=returned, holder=holder, axis=axis)
         self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
         self.app_of[name] = app
 
