@@ -572,3 +572,31 @@ def test_each_pmap_names_its_own_axis():
     assert view.possible, view.blocker
     fixed = fix(text, set())
     assert "cross_replica_mean = jax.jit(lambda x: x)" in fixed and '("batch",)' in fixed
+
+
+_GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    batches = data_stream(32)\n", "    batches = data_stream(32)\n    print(next(batches)[0].shape)\n",
+                 "print(next(batches)", "has pmap's device axis here", id="a batch read on the host"),
+    pytest.param("    batches = data_stream(32)\n", "    batches = data_stream(32)\n    seen = list(data_stream(8))\n",
+                 "list(data_stream(8))", "has pmap's device axis here", id="the generator consumed whole"),
+    pytest.param("        batch = shard(batch)\n", "        if steps > 1:\n            batch = shard(batch)\n",
+                 "evaluate(replicated_params, batch)", "not made by a replicate, shard",
+                 id="split on some paths only"),
+])
+def test_a_generators_batches_used_where_the_fix_cannot_lay_them_out_block(old, new, marker, reason):
+    text = _GENERATORS.replace(old, new)
+    assert text != _GENERATORS
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
+def test_jax_device_count_counts_the_devices_pmap_maps_only_in_one_process():
+    several = _GENERATORS.replace("    num_devices = jax.device_count()\n",
+                                  "    num_devices = jax.device_count()\n    print(jax.process_index())\n")
+    view = plan_global(several)
+    # (its `(num_devices,) + x.shape` is no longer a copy per local device, nor its reshapes a split)
+    assert not view.possible and "(`replicated_params`) is not made by a replicate" in view.reason, view.blocker

@@ -88,10 +88,33 @@ def test_a_continuation_line_of_the_users_own_bracket_is_left_to_the_user():
     assert out == original.replace("pjit.PartitionSpec", "jax.sharding.PartitionSpec")
 
 
-def test_a_call_inside_a_comprehension_is_not_broken():
-    original = "grads = [f(dw) for dw in grads]\n" + "#" * 75 + "\n"
+def test_a_comprehension_is_broken_a_clause_a_line_and_the_call_inside_it_kept_whole():
+    # `[f(\n    a,\n) for a in b]` is no one's layout; black's breaks the comprehension itself.
+    original = "grads = [f(dw) for dw in grads if dw is not None]\n" + "#" * 75 + "\n"
     out = _rewrite(original, "f(dw)", "jax.tree.map(lambda x: x * jax.device_count(), dw)")
-    assert out.splitlines()[0] == "grads = [jax.tree.map(lambda x: x * jax.device_count(), dw) for dw in grads]"
+    assert out.splitlines()[:5] == [
+        "grads = [",
+        "    jax.tree.map(lambda x: x * jax.device_count(), dw)",
+        "    for dw in grads",
+        "    if dw is not None",
+        "]",
+    ]
+
+
+def test_an_element_of_a_broken_comprehension_still_too_long_is_broken_too():
+    original = "def step(grads):\n    grads = [(f(dw), f(db)) for dw, db in grads]\n" + "#" * 75 + "\n"
+    scaled = "jax.tree.map(lambda x: x * jax.device_count(), {})"
+    out = _rewrite(original, "(f(dw), f(db))", f"({scaled.format('dw')}, {scaled.format('db')})")
+    assert out.splitlines()[1:9] == [
+        "    grads = [",
+        "        (",
+        "            jax.tree.map(lambda x: x * jax.device_count(), dw),",
+        "            jax.tree.map(lambda x: x * jax.device_count(), db),",
+        "        )",
+        "        for dw, db in grads",
+        "    ]",
+        "#" * 75,
+    ]
 
 
 def test_a_configured_width_wins_over_the_files_own():

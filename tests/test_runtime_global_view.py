@@ -42,6 +42,8 @@ OLD["global_pmap_of_an_init_function"] = (REPO / "fixtures" / "migrate" / "to_gl
 OLD["global_flax_dropout_model"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "flax_dropout_model.in.py"
 OLD["global_hugging_face_train_state"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                           / "hugging_face_train_state.in.py")
+OLD["global_batches_from_generators"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                         / "batches_from_generators.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function"}
@@ -61,7 +63,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
           "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']",
           "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']",
-          "global_hugging_face_train_state": "['params']"}
+          "global_hugging_face_train_state": "['params']", "global_batches_from_generators": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -253,6 +255,21 @@ def test_two_processes_give_the_pmap_results_for_a_pmapped_function_of_unknown_b
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
     assert "out_shardings=NamedSharding(mesh, P())" in new.read_text()
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    assert_pmap_results_on_every_process(old_out, new_out)
+
+
+def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_path):
+    """The generators' batches, split over each process's own devices (`jax.local_device_count()`:
+    JAX's example counts every device, which only one process may), laid out by the code that takes
+    them with make_array_from_process_local_data: every process gets pmap's results."""
+    old = tmp_path / "old.py"
+    old.write_text(OLD["global_batches_from_generators"].read_text().replace(
+        "num_devices = jax.device_count()", "num_devices = jax.local_device_count()"))
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "make_array_from_process_local_data(NamedSharding(mesh, P(\"batch\")), next(batches))" in new.read_text()
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
     assert_pmap_results_on_every_process(old_out, new_out)

@@ -168,10 +168,12 @@ class _Layout:
                 return None
             self._brackets = {}
             nodes, by_type = index(tree)  # one fast walk, not two of ast.walk
-            # `[f(\n    a,\n) for a in b]` is no one's layout: nothing inside a comprehension.
+            # `[f(\n    a,\n) for a in b]` is no one's layout: nothing inside a comprehension on
+            # one line (one broken black's way, a clause a line, may break its element further).
             inside = {id(inner) for kind in _COMPREHENSIONS for _, comp in by_type.get(kind, ())
-                      for inner in ast.walk(comp) if inner is not comp}
-            for _, node in sorted(item for kind in _BRACKETS for item in by_type.get(kind, ())):
+                      if comp.lineno == comp.end_lineno for inner in ast.walk(comp) if inner is not comp}
+            kinds = (*_BRACKETS, *_COMPREHENSIONS)
+            for _, node in sorted(item for kind in kinds for item in by_type.get(kind, ())):
                 if node.lineno == node.end_lineno and id(node) not in inside:
                     self._brackets.setdefault(node.lineno, []).append(node)
         return self._brackets.get(line, [])
@@ -269,6 +271,9 @@ def _outermost_bracket(brackets: list[ast.expr], source: SourceText) -> ast.expr
 
 
 def _elements(node: ast.expr) -> list[ast.AST]:
+    if isinstance(node, _COMPREHENSIONS):
+        element = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return [*element, *node.generators]
     if isinstance(node, ast.Call):
         if any(isinstance(a, ast.GeneratorExp) for a in node.args) and len(node.args) + len(node.keywords) == 1:
             return []
@@ -287,7 +292,10 @@ def _opener(source: SourceText, node: ast.expr) -> int | None:
         _, func_end = source.span(node.func)
         at = text.index("(", func_end)
         return at + 1
-    if text[start] != _BRACKETS[type(node)][0]:
+    opening = "([{"[[ast.GeneratorExp, ast.ListComp, ast.SetComp].index(type(node))] if isinstance(
+        node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)) else "{" if isinstance(node, ast.DictComp) \
+        else _BRACKETS[type(node)][0]
+    if text[start] != opening:
         return None
     if isinstance(node, ast.Tuple):
         # `(a, b), c` starts with its first element's bracket, not one of its own: its own
@@ -309,6 +317,12 @@ def _explode(source: SourceText, node: ast.expr, line: int, unit: str) -> list[s
     inner = text[opener:close]
     if "#" in _comments(inner):
         return None
+    head = text[line_start:opener]
+    tail = text[close:line_start + len(current)]
+    if isinstance(node, _COMPREHENSIONS):
+        # black's: the element, then each `for ... in ...` (and its `if`s) on a line, no commas
+        lines = _comprehension_lines(text, source, node)
+        return None if lines is None else [head, *(f"{indent}{unit}{item}" for item in lines), f"{indent}{tail}"]
     items = []
     for element in _elements(node):
         if isinstance(node, ast.Dict):
@@ -320,9 +334,29 @@ def _explode(source: SourceText, node: ast.expr, line: int, unit: str) -> list[s
     if isinstance(node, ast.Call):
         # keyword nodes span `name=value`; ** arguments start at their operator
         items = [_with_operator(text, source, e) for e in _elements(node)]
-    head = text[line_start:opener]
-    tail = text[close:line_start + len(current)]
     return [head, *(f"{indent}{unit}{item}," for item in items), f"{indent}{tail}"]
+
+
+def _comprehension_lines(text: str, source: SourceText, node: ast.expr) -> list[str] | None:
+    """The element of a comprehension (``key: value``), then each of its clauses, as written."""
+    if isinstance(node, ast.DictComp):
+        lines = [text[source.span(node.key)[0]:source.span(node.value)[1]]]
+    else:
+        lines = [text[slice(*source.span(node.elt))]]
+    previous_end = source.span(node.value if isinstance(node, ast.DictComp) else node.elt)[1]
+    for clause in node.generators:
+        start = text.find("for", previous_end)  # `async for` has its `async` first
+        if clause.is_async:
+            start = text.rfind("async", previous_end, start)
+        if start < 0:
+            return None
+        lines.append(text[start:source.span(clause.iter)[1]])
+        previous_end = source.span(clause.iter)[1]
+        for condition in clause.ifs:
+            start = text.find("if", previous_end)
+            lines.append(text[start:source.span(condition)[1]])
+            previous_end = source.span(condition)[1]
+    return lines
 
 
 def _with_operator(text: str, source: SourceText, element: ast.AST) -> str:

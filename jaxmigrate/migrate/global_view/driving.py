@@ -67,8 +67,19 @@ DKEYS = H("DKEYS")  # one RNG key per device
 # devices (a per-shard mean or sum returned without pmean/psum): pmap gives one per device, the global
 # view one over the whole batch, so no read of it has a counterpart.
 OWN = H("OWN")
+# A host batch a generator of the program splits per device and yields (JAX's pmap example's
+# `data_stream`, the Hugging Face examples' data collators): the generator yields it whole in the
+# global view, and the code that gives it to a step lays it out there.
+SOURCED = H("SOURCED")
 DEVICE = (DREP, DSHARD, DKEYS)
-CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, SOURCED)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A generator of the program whose values have pmap's device axis (``yields``, their kind)."""
+
+    yields: object
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ def _replicated(kind) -> bool:
 
 def _carries(kind) -> bool:
     """Whether a driving kind holds pmap's device axis."""
-    return isinstance(kind, KeyedState) or kind in CARRIES_AXIS
+    return isinstance(kind, (KeyedState, Source)) or kind in CARRIES_AXIS
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
@@ -188,6 +199,7 @@ class DriverAnalyzer:
         self.shapes = DeviceAxisShapes(module)
         self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
+        self._generators: dict[int, bool] = {}
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -394,6 +406,11 @@ class DriverAnalyzer:
             self._block(func.body, inner)
             self._no_escape(func, self._device_names)
             returns = self._inline[-1][1]
+            if self._is_generator(func):  # what it yields, from each `next(...)` or `for` over it
+                yielded = BOT
+                for kind in returns:
+                    yielded = _hjoin(yielded, kind)
+                returns = [Source(yielded) if any(_carries(leaf) for leaf in _hleaves(yielded)) else HOST]
             made = frozenset(self._reads[-1])
         finally:
             self._inline.pop()
@@ -541,6 +558,10 @@ class DriverAnalyzer:
         if isinstance(node, ast.Return):
             if self._inline and self.scope_of(node) is self._inline[-1][0]:
                 # A wrapper's return: its caller gets the kind (read on, at the call).
+                if self._is_generator(self._inline[-1][0]):
+                    if node.value is not None:
+                        self._host(node.value, env)
+                    return env
                 self._inline[-1][1].append(HOST if node.value is None else self.expr(node.value, env))
                 return env
             if node.value is not None:
@@ -550,14 +571,19 @@ class DriverAnalyzer:
                                   "followed")
             return env
         if isinstance(node, (ast.For, ast.While)):
+            item = HOST
             if isinstance(node, ast.For):
-                self._host(node.iter, env)
+                iterated = self.expr(node.iter, env)
+                if isinstance(iterated, Source):
+                    item = iterated.yields  # `for batch in data_loader(...)`
+                else:
+                    self._host(node.iter, env)
             else:
                 self._host(node.test, env)
             entry = dict(env)
             for _ in range(2):
                 if isinstance(node, ast.For):
-                    self._bind(node.target, HOST, env)
+                    self._bind(node.target, item, env)
                 after = self._block(node.body, dict(env))
                 env = self._merge(entry, after)
                 entry = env
@@ -701,6 +727,9 @@ class DriverAnalyzer:
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             self._no_device_names(node, env)
             return HOST
+        if isinstance(node, ast.Yield) and self._inline and self.scope_of(node) is self._inline[-1][0]:
+            self._inline[-1][1].append(HOST if node.value is None else self.expr(node.value, env))
+            return HOST  # what `send` gives back: nothing of the device axis
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self._host(child, env)
@@ -767,6 +796,10 @@ class DriverAnalyzer:
                 return self._wrapper_call(bindings[0].node, node, env)
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        if arg is not None and isinstance(func, ast.Name) and func.id == "next" and not self.names.bindings(func):
+            source = self.expr(arg, env)
+            if isinstance(source, Source):
+                return source.yields  # `batch = next(batches)`
         method = self.helpers.replicate_method(node)
         if method is not None and self.expr(func.value, env) == HOST:  # the HF examples' state.replicate()
             self._edit(node, "replicate", func.value, helper=method[0], keys=method[1])
@@ -777,11 +810,12 @@ class DriverAnalyzer:
             if helper.action == "index" and _replicated(kind) or helper.action != "index" and all(
                     leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, helper.action, arg, helper)
-                return {"index": HOST, "replicate": DREP, "shard": DSHARD}[helper.action]
+                return {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action]
         reader = self._reader(func)
         if reader is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             kinds = [self.expr(a, env) for a in node.args]
-            if id(reader) in self.readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)):
+            if id(reader) in self.readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)) \
+                    or self._is_generator(reader) and self._splits_batches(reader):
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds)
@@ -807,7 +841,7 @@ class DriverAnalyzer:
                     return HOST
             elif all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
-                return DREP if qualified in REPLICATE else DSHARD
+                return DREP if qualified in REPLICATE else self._sharded(node)
         if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
                 and self.shapes.is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
             self._host(node.args[0], env)
@@ -819,13 +853,17 @@ class DriverAnalyzer:
             self._edit(node, "replicate", node.args[0])
             return DREP
         if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords \
-                and isinstance(node.args[0], ast.Lambda):
-            action = self.shapes.tree_map_action(node.args[0])
+                and isinstance(node.args[0], (ast.Lambda, ast.Name)):
+            # (a leaf function bound to a name, `replicate_array = lambda x: np.broadcast_to(...)`,
+            # as JAX's own pmap example writes it)
+            leaf = self.helpers.of_leaf_function(node.args[0]) if isinstance(node.args[0], ast.Name) else None
+            action = leaf.action if leaf is not None else self.shapes.tree_map_action(node.args[0]) \
+                if isinstance(node.args[0], ast.Lambda) else None
             kind = self.expr(node.args[1], env)
             host = all(leaf == HOST for leaf in _hleaves(kind))
             if action == "index" and _replicated(kind) or action in ("replicate", "shard") and host:
-                self._edit(node, action, node.args[1])
-                return {"index": HOST, "replicate": DREP, "shard": DSHARD}[action]
+                self._edit(node, action, node.args[1], helper=leaf)
+                return {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[action]
         copied = _copied_name(node)  # `jnp.broadcast_to(w, (n,) + w.shape)`, `np.stack([w] * n)`
         if copied is not None and self.shapes.leaf_action(node, copied.id) == "replicate" \
                 and self.expr(copied, env) == HOST:
@@ -835,7 +873,7 @@ class DriverAnalyzer:
             base = self.expr(func.value, env)
             if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
                 self._edit(node, "shard", func.value)
-                return DSHARD
+                return self._sharded(node)
             if base == DSHARD and self.shapes.is_unshard_reshape(func.value, node.args):
                 self._edit(node, "unshard", func.value)
                 return HOST
@@ -878,7 +916,12 @@ class DriverAnalyzer:
                               "what one jit computes")
             if not leaves:
                 continue  # made by the step itself, whose outputs are not known yet
-            if any(leaf not in DEVICE and not isinstance(leaf, KeyedState) for leaf in leaves):
+            if SOURCED in leaves:
+                if any(leaf != SOURCED for leaf in leaves):
+                    raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) mixes "
+                                  "values a generator split per device with others")
+                self._edit(arg, "place", arg)  # the generator's batch, laid out where the step takes it
+            elif any(leaf not in DEVICE and not isinstance(leaf, KeyedState) for leaf in leaves):
                 raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not made by a "
                               "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
                               + self._hint(arg))
@@ -961,8 +1004,30 @@ class DriverAnalyzer:
 
     # -- patterns --------------------------------------------------------------------------
 
+    def _sharded(self, node: ast.AST):
+        """The kind a split per device makes: inside a generator, a batch it yields whole in the
+        global view (``SOURCED``)."""
+        return SOURCED if self._is_generator(self.scope_of(node)) else DSHARD
+
+    def _is_generator(self, scope) -> bool:
+        if not isinstance(scope, ast.FunctionDef):
+            return False
+        if id(scope) not in self._generators:
+            self._generators[id(scope)] = any(isinstance(n, (ast.Yield, ast.YieldFrom)) and self.scope_of(n) is scope
+                                              for n in ast.walk(scope))
+        return self._generators[id(scope)]
+
+    def _splits_batches(self, generator: ast.FunctionDef) -> bool:
+        """Whether a generator may yield batches split per device: it names a split this analysis
+        knows (flax's ``shard``, a reshape); read at its calls to tell."""
+        return any(isinstance(n, ast.Call) and (self._qualified(n.func) in SHARD or isinstance(n.func, ast.Attribute)
+                                                and n.func.attr == "reshape" or self.helpers.of_call(n) is not None)
+                   for n in ast.walk(generator))
+
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
               keys: tuple[str, ...] = ()) -> None:
+        if action == "shard" and self._is_generator(self.scope_of(node)):
+            action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
@@ -1001,7 +1066,7 @@ def _to_kind(kind) -> Kind:
         return Seq(tuple(_to_kind(k) for k in kind))
     if isinstance(kind, KeyedState):
         return Fields(tuple((name, KEY) for name in kind.keys))
-    return {DREP: R, DSHARD: S, DKEYS: KEY}.get(kind, BOT)
+    return {DREP: R, DSHARD: S, DKEYS: KEY, SOURCED: S}.get(kind, BOT)
 
 
 def _from_kind(kind: Kind):

@@ -68,6 +68,31 @@ class HelperSummaries:
             return self._imported(call.func, bindings[0].qualname)
         return self._own(call.func.id, bindings[0])
 
+    def of_leaf_function(self, func: ast.Name) -> Helper | None:
+        """The function a tree map is given by name, when it adds or reads the device axis of the
+        one leaf it takes (``replicate_array = lambda x: np.broadcast_to(x, (n,) + x.shape)``)."""
+        bindings = self.module.names.bindings(func)
+        if len(bindings) != 1:
+            return None
+        binding = bindings[0]
+        if isinstance(binding, OpaqueBinding) and isinstance(binding.node, ast.FunctionDef):
+            fn, statement = binding.node, binding.node
+            body = _without_docstring(fn.body)
+            result = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+        elif isinstance(binding, ValueBinding) and isinstance(binding.value, ast.Lambda):
+            fn, statement, result = binding.value, self.module.parent_of(binding.value), binding.value.body
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+                return None
+        else:
+            return None
+        args = fn.args
+        if result is None or isinstance(fn, ast.FunctionDef) and fn.decorator_list:
+            return None
+        if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
+            return None
+        action = self.leaf_action(result, args.args[0].arg)
+        return Helper(func.id, fn, statement, action) if action else None
+
     def of_module_name(self, name: str) -> Helper | None:
         """The helper a module-level name of this module is, if it is one (bound once)."""
         bindings = self.module.names.module_scope.bindings.get(name, [])

@@ -104,7 +104,8 @@ class Builder:
         for edit in edits.values():
             self._collective(edit)
         # Only placements read the mesh: a function that just reads values back needs none.
-        placements = [e.node for e in drivers.edits.values() if e.action in ("replicate", "shard", "opaque", "key")]
+        placements = [e.node for e in drivers.edits.values()
+                      if e.action in ("replicate", "shard", "opaque", "key", "place")]
         firsts = self._first_placements(placements, drivers.scope_of)
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
@@ -152,7 +153,9 @@ class Builder:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
         (its spans are returned); one used elsewhere stays. A public module-level def of a module
         that is not a script stays too: other modules may import it."""
-        rewritten = {id(e.node.func) for e in edits if e.helper is not None}
+        # (a tree map's leaf function is used as its first argument)
+        rewritten = {id(n) for e in edits if e.helper is not None and isinstance(e.node, ast.Call)
+                     for n in (e.node.func, *e.node.args[:1])}
         helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None and e.helper.fn is not None}
         exported = self._exported()
         removed = []
@@ -193,7 +196,8 @@ class Builder:
 
     def _drop_unused_device_counts(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]]) -> None:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
-        fix replaced, goes with them (a module-level one stays: other modules may import it)."""
+        fix replaced, goes with them (a module-level one stays: other modules may import it); so
+        does a shape those reshapes alone read (``shape_prefix = (n, per_device)``)."""
         loads: dict[int, list[ast.Name]] = {}
         for node in self.module.of_type(ast.Name):
             if isinstance(node.ctx, ast.Load):
@@ -201,9 +205,11 @@ class Builder:
                     if isinstance(binding, ValueBinding):
                         loads.setdefault(id(binding.value), []).append(node)
         for node in self.module.of_type(ast.Assign):
-            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and isinstance(node.value, ast.Call) and not node.value.args
-                    and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"):
+            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and (
+                    isinstance(node.value, ast.Call) and not node.value.args
+                    and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"
+                    or isinstance(node.value, ast.Tuple)
+                    and all(isinstance(e, (ast.Name, ast.Constant)) for e in node.value.elts))):
                 continue
             if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
                 continue
@@ -513,12 +519,12 @@ class Builder:
 
     def _driver(self, edit, mesh: str) -> None:
         # What the replaced expression alone imported (numpy for a tree map of np.broadcast_to)
-        # goes with it; an import still used elsewhere stays.
-        for node in ast.walk(edit.node):
+        # goes with it; an import still used elsewhere stays. (A placed argument replaces nothing.)
+        for node in ast.walk(edit.node) if edit.node is not edit.inner else ():
             if isinstance(node, ast.Name) and node is not edit.inner:
                 self._drop_import(node)
         jax = self.namer.jax()
-        if edit.action in ("replicate", "shard", "key"):
+        if edit.action in ("replicate", "shard", "key", "place"):
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
             if edit.action == "key" or edit.keys:  # one key per device -> the one key they were split from
@@ -531,7 +537,8 @@ class Builder:
             else:
                 self._around(edit, f"{jax}.make_array_from_process_local_data("
                                    f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
-            self._drop_import(edit.node.func)
+            if edit.action != "place":
+                self._drop_import(edit.node.func)
         elif edit.action == "opaque":  # jax.pmap(opt_init) -> jit, its output replicated on the mesh
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")

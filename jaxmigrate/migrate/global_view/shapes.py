@@ -16,6 +16,7 @@ BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 # Functions that make one array of a list of equal arrays along a new leading axis.
 _STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
+_DEVICE_COUNT = frozenset({"jax.device_count", "jax.lib.xla_bridge.device_count"})
 
 
 class DeviceAxisShapes:
@@ -74,14 +75,14 @@ class DeviceAxisShapes:
         """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
         ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
         name = base if isinstance(base, str) else None
-        if (split := _head_and_tail(shape)) is None:
+        if (split := _head_and_tail(shape, self.names)) is None:
             return False
         head, tail = split
         expected = 1 if second == 0 else 2
         if len(head) != expected or not self.is_device_count(head[0]):
             return False
-        if second != 0 and not (_int(head[1]) == -1):
-            return False
+        # (n, k) + x.shape[1:] reshapes x only where n * k rows are x's rows: any k is -1 then
+        # (JAX's pmap example writes the per-device batch size it computed)
         if second == 0:
             return _is_shape_of(tail, name, None)
         return _is_shape_of(tail, name or self.module.segment(base), 1, self.module)
@@ -95,13 +96,29 @@ class DeviceAxisShapes:
         return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
 
     def is_device_count(self, node: ast.expr) -> bool:
-        if isinstance(node, ast.Call):
-            return self.names.qualified_name(node.func) == LOCAL_DEVICE_COUNT and not node.args and not node.keywords
+        """``jax.local_device_count()`` (``len(jax.local_devices())``), or a name bound once to it;
+        in a module that shows no sign of running as several processes, ``jax.device_count()`` too
+        (JAX's own pmap example reads ``xla_bridge.device_count()``)."""
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            qualified = self.names.qualified_name(node.func)
+            return qualified == LOCAL_DEVICE_COUNT or qualified in _DEVICE_COUNT and self._one_process()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
+                and not self.names.bindings(node.func) and len(node.args) == 1 and not node.keywords:
+            devices = node.args[0]
+            qualified = self.names.qualified_name(devices.func) if isinstance(devices, ast.Call) \
+                and not devices.args and not devices.keywords else None
+            return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.is_device_count(
                 bindings[0].value)
         return False
+
+
+    def _one_process(self) -> bool:
+        from jaxmigrate.migrate._pmap_sites import planner_of  # (the planner imports the global view)
+
+        return planner_of(self.module).multi_process is None
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
@@ -112,8 +129,14 @@ def is_zero(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
 
 
-def _head_and_tail(shape: ast.expr) -> tuple[list[ast.expr], ast.expr] | None:
-    """A shape written ``(a, b) + rest`` or ``(a, b, *rest)``: ([a, b], rest); None otherwise."""
+def _head_and_tail(shape: ast.expr, names=None) -> tuple[list[ast.expr], ast.expr] | None:
+    """A shape written ``(a, b) + rest`` or ``(a, b, *rest)`` (the tuple maybe a name bound once to
+    it, with ``names``, the module's resolver): ([a, b], rest); None otherwise."""
+    if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Name) \
+            and names is not None:
+        bindings = names.bindings(shape.left)
+        if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and isinstance(bindings[0].value, ast.Tuple):
+            return list(bindings[0].value.elts), shape.right
     if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) and isinstance(shape.left, ast.Tuple):
         return list(shape.left.elts), shape.right
     if isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):

@@ -299,7 +299,9 @@ class StepAnalyzer:
             if isinstance(binding, ValueBinding) and not self._module_level_value(binding) or \
                     isinstance(binding, OpaqueBinding) and not self._module_level(binding.node):
                 bound = binding.value if isinstance(binding, ValueBinding) else binding.node
-                if id(self._function_of(bound)) not in self.host_scopes:
+                # (module level inside a block, a script's `__main__`: read as driving code too)
+                owner = self._function_of(bound) or self.module.tree
+                if id(owner) not in self.host_scopes:
                     return U(f"`{node.id}` is bound outside what the analysis follows", node.lineno)
         return R
 
