@@ -600,3 +600,29 @@ def test_jax_device_count_counts_the_devices_pmap_maps_only_in_one_process():
     view = plan_global(several)
     # (its `(num_devices,) + x.shape` is no longer a copy per local device, nor its reshapes a split)
     assert not view.possible and "(`replicated_params`) is not made by a replicate" in view.reason, view.blocker
+
+
+def test_a_generator_of_host_batches_is_any_function_given_host_values():
+    # run_clm_flax's data_loader reshapes its indices, yields host batches, and is called with a
+    # keyword once: it is nothing the fix reads.
+    text = _HF.replace("    for _ in range(steps):\n",
+                       "    order = np.arange(steps * batch_size).reshape((steps, batch_size))\n"
+                       "    for _ in order:\n").replace("data_loader(data, 16, 4)", "data_loader(data, 16, steps=4)")
+    assert text.count("steps=4") == 1 and "order" in text
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    assert "order = np.arange(steps * batch_size).reshape((steps, batch_size))" in fix(text, set())
+
+
+def test_a_batch_entry_popped_and_chained_on_the_host_has_its_rows_in_order():
+    # run_flax_glue's evaluation: `labels = batch.pop("labels")`, `chain(*labels)` over the devices.
+    text = _GENERATORS.replace("from functools import partial\n", "from functools import partial\nfrom itertools "
+                               "import chain\n").replace(
+        '    params = tree_map(lambda x: x[0], replicated_params)\n',
+        '    for batch in eval_collator(rng, 16, 1):\n        targets = batch.pop("targets")\n'
+        '        rows = list(chain(*targets))\n    params = tree_map(lambda x: x[0], replicated_params)\n')
+    assert text.count("chain") == 2
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    fixed = fix(text, set())
+    assert "        rows = list(targets)\n" in fixed and "from itertools import chain" not in fixed

@@ -814,11 +814,21 @@ class DriverAnalyzer:
         reader = self._reader(func)
         if reader is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             kinds = [self.expr(a, env) for a in node.args]
-            if id(reader) in self.readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)) \
-                    or self._is_generator(reader) and self._splits_batches(reader):
+            if id(reader) in self.readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)):
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds)
+            if self._is_generator(reader) and self._splits_batches(reader):
+                # Read to tell whether it yields batches split per device; one that yields host
+                # values is any function given host values, and what the reading found goes.
+                before = set(self.edits)
+                made = self._wrapper_call(reader, node, env, kinds)
+                if isinstance(made, Source):
+                    self.readers[id(reader)] = reader
+                    self.reader_calls.add(id(node))
+                    return made
+                for key in set(self.edits) - before:
+                    del self.edits[key]
             return HOST  # a function of the module given host values (read above), as any call
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
@@ -869,6 +879,20 @@ class DriverAnalyzer:
                 and self.expr(copied, env) == HOST:
             self._edit(node, "replicate", copied)
             return DREP
+        if isinstance(func, ast.Attribute) and func.attr in ("pop", "get") and node.args and not node.keywords:
+            base = self.expr(func.value, env)
+            if base in (DSHARD, SOURCED):
+                for key in node.args:
+                    self._host(key, env)
+                return base  # `labels = batch.pop("labels")`: an entry of a batch split per device
+        if qualified == "itertools.chain" and len(node.args) == 1 and isinstance(node.args[0], ast.Starred) \
+                and not node.keywords:
+            inner = node.args[0].value
+            if self.expr(inner, env) in (DSHARD, SOURCED):
+                # `chain(*predictions)`: the rows of every device's slice, in order; the global
+                # view's array holds them so.
+                self._edit(node, "unshard", inner)
+                return HOST
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
             if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
