@@ -282,8 +282,8 @@ _READERS = (FIXTURES / "functions_given_step_values.in.py").read_text()
     pytest.param('    """Keep the first replica\'s copy, on the host."""\n',
                  '    """Keep the first replica\'s copy, on the host."""\n    print(params[1])\n',
                  "print(params[1])", "indexes a value with pmap's device axis", id="reads another device's copy"),
-    pytest.param("        save_checkpoint(params, step)", "        save_checkpoint(params, step=step)",
-                 "save_checkpoint(params, step=step)", "has pmap's device axis here", id="keyword arguments"),
+    pytest.param("        save_checkpoint(params, step)", "        save_checkpoint(params, **{'step': step})",
+                 "save_checkpoint(params, **", "has pmap's device axis here", id="starred arguments"),
 ])
 def test_a_function_given_step_values_that_cannot_be_read_blocks(old, new, marker, reason):
     text = _READERS.replace(old, new)
@@ -626,3 +626,38 @@ def test_a_batch_entry_popped_and_chained_on_the_host_has_its_rows_in_order():
     assert view.possible, view.blocker
     fixed = fix(text, set())
     assert "        rows = list(targets)\n" in fixed and "from itertools import chain" not in fixed
+
+
+def test_a_function_given_step_values_may_be_called_with_keywords_and_defaults():
+    # run_summarization_flax calls its data_loader(..., shuffle=True)
+    text = _READERS.replace("def save_checkpoint(params, step):", "def save_checkpoint(params, step, keep=3):").replace(
+        "        save_checkpoint(params, step)", "        save_checkpoint(params, step=step)")
+    assert text.count("step=step") == 1 and "keep=3" in text
+    assert plan_global(text).possible, plan_global(text).blocker
+
+
+_PREDICTIONS = (Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "global_eval_predictions"
+                / "old.py").read_text()
+
+
+def test_per_example_outputs_read_on_the_host_block_where_the_module_runs_as_several_processes():
+    assert plan_global(_PREDICTIONS).possible
+    several = _PREDICTIONS.replace("def main():\n", "def main():\n    print(jax.process_index())\n")
+    view = plan_global(several)
+    line = next(i + 1 for i, t in enumerate(several.splitlines()) if "probs = probs.reshape((-1,)" in t)
+    assert not view.possible and view.line == line and "reads per-example values on the host" in view.reason, \
+        view.blocker
+
+
+@pytest.mark.parametrize(("reshape", "possible"), [
+    pytest.param("probs.reshape(-1, probs.shape[-1])", True, id="rows of a feature size: the same either way"),
+    pytest.param("probs.reshape(-1, 3)", True, id="rows of a size read elsewhere"),
+    pytest.param("probs.reshape(-1, probs.shape[1])", False, id="the size of pmap's per-device axis"),
+])
+def test_a_reshape_into_rows_reads_the_same_rows_in_both_views(reshape, possible):
+    text = _PREDICTIONS.replace("probs = probs.reshape((-1,) + probs.shape[2:])", f"probs = {reshape}")
+    assert text != _PREDICTIONS
+    view = plan_global(text)
+    assert view.possible is possible, view.blocker
+    if possible:
+        assert f"probs = {reshape}" in fix(text, set())

@@ -273,3 +273,16 @@ def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_pat
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
     assert_pmap_results_on_every_process(old_out, new_out)
+
+
+def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
+    """`probs.reshape(-1, probs.shape[-1])` reads the same rows whether `probs` has pmap's two
+    leading axes or the global view's one: the fix leaves it as it is, and the results agree."""
+    old = tmp_path / "old.py"
+    old.write_text(OLD["global_eval_predictions"].read_text().replace(
+        "probs = probs.reshape((-1,) + probs.shape[2:])", "probs = probs.reshape(-1, probs.shape[-1])"))
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "probs = probs.reshape(-1, probs.shape[-1])" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, timeout=240)
+    assert report.equal, render_text(report)

@@ -381,26 +381,25 @@ class DriverAnalyzer:
         arguments' kinds; the kind of what it returns. ``bound_self``: a method called on ``self``,
         whose first parameter is that object (its attributes are read as ``objects`` says)."""
         role = "which drives the pmapped step" if id(func) in self.wrappers else "given pmap's device axis"
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-            raise Blocked(node.lineno, f"`{func.name}` ({role}) is called with keyword or starred arguments")
-        args = func.args
-        params = args.args[1:] if bound_self else args.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(node.args) > len(params) \
-                or len(node.args) < len(params) - len(args.defaults):
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise Blocked(node.lineno, f"`{func.name}` ({role}) is called with starred arguments")
+        given = self._parameters(func, node, bound_self)
+        if given is None:
             raise Blocked(node.lineno, f"`{func.name}` ({role}) takes *args, **kwargs, "
                           "keyword-only arguments or defaults this call does not match")
         if any(func is reading for reading, _ in self._inline):
             raise Blocked(node.lineno, f"`{func.name}` ({role}) calls itself")
-        inner = {a.arg: HOST for a in args.args}
+        # A parameter this call leaves to its default holds that default: a host value.
+        inner = {a.arg: HOST for a in [*func.args.args, *func.args.kwonlyargs]}
         kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
-        for param, kind in zip(params, kinds):
-            inner[param.arg] = kind
+        for (name, value), kind in zip(given.items(), kinds + [self.expr(k.value, env) for k in node.keywords]):
+            inner[name] = kind
         outer_names, self._device_names = self._device_names, set()
         for name, kind in inner.items():
             if any(_carries(leaf) for leaf in _hleaves(kind)):
                 self._device_names.add(name)
         self._inline.append((func, []))
-        self._passed.append(dict(zip((a.arg for a in params), node.args)))
+        self._passed.append(given)
         self._reads.append(set())
         try:
             self._block(func.body, inner)
@@ -428,6 +427,28 @@ class DriverAnalyzer:
         for returned in returns or [HOST]:
             kind = _hjoin(kind, returned)
         return kind
+
+    @staticmethod
+    def _parameters(func: ast.FunctionDef, node: ast.Call, bound_self: bool) -> dict[str, ast.expr] | None:
+        """The parameter each argument of ``node`` binds, positional ones first (in order), then
+        keywords; None where the call does not match the signature: a parameter given twice or
+        not at all without a default, or ``*args`` / ``**kwargs`` to be filled."""
+        args = func.args
+        if args.vararg or args.kwarg or args.posonlyargs:
+            return None
+        positional = [a.arg for a in (args.args[1:] if bound_self else args.args)]
+        if len(node.args) > len(positional):
+            return None
+        given = dict(zip(positional, node.args))
+        for keyword in node.keywords:
+            if keyword.arg in given or keyword.arg not in positional + [a.arg for a in args.kwonlyargs]:
+                return None
+            given[keyword.arg] = keyword.value
+        defaulted = set(positional[len(positional) - len(args.defaults):]) | {
+            a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
+        if any(name not in given and name not in defaulted for name in positional + [a.arg for a in args.kwonlyargs]):
+            return None
+        return given
 
     def _no_escape(self, scope, device_names: set[str]) -> None:
         """A name that ever holds a device-axis value here must not be read from another scope (a
@@ -754,8 +775,9 @@ class DriverAnalyzer:
                 return kind[0]
         self._host(node.slice, env)
         kind = self.expr(inner, env)
-        if kind in (DREP, BOT) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-            return kind  # a dict entry of a replicated pytree (`params["dense"]`) is replicated too
+        if kind in (DREP, BOT, DSHARD, SOURCED) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            return kind  # a dict entry of a pytree (`params["dense"]`, `batch["labels"]`) is laid out as it is
         if isinstance(kind, tuple) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
             try:
                 return kind[node.slice.value]
@@ -812,9 +834,11 @@ class DriverAnalyzer:
                 self._edit(node, helper.action, arg, helper)
                 return {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action]
         reader = self._reader(func)
-        if reader is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+        if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
+                and all(k.arg is not None for k in node.keywords):
             kinds = [self.expr(a, env) for a in node.args]
-            if id(reader) in self.readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)):
+            passed = kinds + [self.expr(k.value, env) for k in node.keywords]
+            if id(reader) in self.readers or any(_carries(leaf) for k in passed for leaf in _hleaves(k)):
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds)
@@ -888,10 +912,11 @@ class DriverAnalyzer:
         if qualified == "itertools.chain" and len(node.args) == 1 and isinstance(node.args[0], ast.Starred) \
                 and not node.keywords:
             inner = node.args[0].value
-            if self.expr(inner, env) in (DSHARD, SOURCED):
+            kind = self.expr(inner, env)
+            if kind in (DSHARD, SOURCED):
                 # `chain(*predictions)`: the rows of every device's slice, in order; the global
                 # view's array holds them so.
-                self._edit(node, "unshard", inner)
+                self._unshard(node, inner, kind)
                 return HOST
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
@@ -899,9 +924,29 @@ class DriverAnalyzer:
                 self._edit(node, "shard", func.value)
                 return self._sharded(node)
             if base == DSHARD and self.shapes.is_unshard_reshape(func.value, node.args):
-                self._edit(node, "unshard", func.value)
+                self._unshard(node, func.value, base)
+                return HOST
+            if base in (DSHARD, SOURCED) and not node.keywords and self.shapes.is_row_reshape(func.value, node.args):
+                # `labels.reshape(-1, labels.shape[-1])`: the same rows either way, nothing to rewrite
+                self._unshard(node, func.value, base, rewrite=False)
+                for size in node.args:
+                    if not any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(size)):
+                        self._host(size, env)
                 return HOST
         return self._generic(node, env)
+
+    def _unshard(self, node: ast.Call, inner: ast.expr, kind, rewrite: bool = True) -> None:
+        """The rows of a value split per device, read whole on the host. Under pmap a process
+        holds its own devices' rows; a global array laid out over several processes' devices
+        holds all of theirs, and no process can read it whole. (A generator's host batch was never
+        laid out: it is the process's own.)"""
+        multi = planner_of(self.module).multi_process
+        if kind == DSHARD and multi:
+            raise Blocked(node.lineno, f"`{self._short(node)}` reads per-example values on the host: this module "
+                          f"runs as several processes ({multi}), where pmap gives each process its own rows and "
+                          "the global view's array holds every process's, which no process can read whole")
+        if rewrite:
+            self._edit(node, "unshard", inner)
 
     def _every_local_device(self, devices: ast.expr) -> bool:
         """``jax.local_devices()``, or ``jax.devices()`` in a module run as one process (jraph

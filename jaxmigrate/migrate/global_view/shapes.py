@@ -95,6 +95,24 @@ class DeviceAxisShapes:
         head, tail = split
         return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
 
+    def is_row_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
+        """``x.reshape(-1, k, ...)`` with each k a feature size (``x.shape[-1]``: a negative axis is a
+        feature axis) or a value not read off ``x``: the same rows in the same order whether ``x``
+        has pmap's two leading axes or the global view's one (the caller checks the other k are
+        host values)."""
+        shape = args[0] if len(args) == 1 and isinstance(args[0], ast.Tuple) else ast.Tuple(elts=list(args))
+        if not shape.elts or _int(shape.elts[0]) != -1:
+            return False
+        segment = self.module.segment(base)
+        for size in shape.elts[1:]:
+            if isinstance(size, ast.Starred):
+                return False
+            read = [n for n in ast.walk(size) if isinstance(n, ast.Attribute) and n.attr == "shape"
+                    and self.module.segment(n.value) == segment]
+            if read and not (isinstance(size, ast.Subscript) and size.value in read and (_int(size.slice) or 0) < 0):
+                return False
+        return True
+
     def is_device_count(self, node: ast.expr) -> bool:
         """``jax.local_device_count()`` (``len(jax.local_devices())``), or a name bound once to it;
         in a module that shows no sign of running as several processes, ``jax.device_count()`` too
