@@ -661,3 +661,17 @@ def test_a_reshape_into_rows_reads_the_same_rows_in_both_views(reshape, possible
     assert view.possible is possible, view.blocker
     if possible:
         assert f"probs = {reshape}" in fix(text, set())
+
+
+def test_a_generator_of_batches_may_be_wrapped_in_enumerate_zip_and_a_progress_bar():
+    # The Hugging Face examples' `for step, batch in enumerate(tqdm(collator(...), total=...), 1)`
+    text = _GENERATORS.replace("from functools import partial\n", "from functools import partial\n\nfrom tqdm import "
+                               "tqdm\n").replace(
+        "    for batch in eval_collator(rng, 16, 2):\n",
+        "    for _, (step, batch) in zip(range(2), enumerate(tqdm(eval_collator(rng, 16, 2), total=2), 1)):\n")
+    assert "enumerate(tqdm(" in text
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    fixed = fix(text, set())
+    assert "enumerate(tqdm(eval_collator(rng, 16, 2), total=2), 1)" in fixed
+    assert 'jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch)' in fixed

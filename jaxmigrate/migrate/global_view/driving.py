@@ -108,6 +108,7 @@ GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 APP_RUN = "absl.app.run"
 _STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
+_PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 # What an array (not a pytree's field) answers, which counts pmap's device axis or its devices.
 _ARRAY_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "mT", "nbytes", "flat", "at", "sharding", "devices",
                                "addressable_shards", "addressable_data", "device_buffers", "global_shards"})
@@ -822,6 +823,9 @@ class DriverAnalyzer:
             source = self.expr(arg, env)
             if isinstance(source, Source):
                 return source.yields  # `batch = next(batches)`
+        wrapped = self._iterating(node, qualified, env)
+        if wrapped is not None:
+            return wrapped
         method = self.helpers.replicate_method(node)
         if method is not None and self.expr(func.value, env) == HOST:  # the HF examples' state.replicate()
             self._edit(node, "replicate", func.value, helper=method[0], keys=method[1])
@@ -934,6 +938,34 @@ class DriverAnalyzer:
                         self._host(size, env)
                 return HOST
         return self._generic(node, env)
+
+    def _iterating(self, node: ast.Call, qualified: str | None, env: dict) -> Source | None:
+        """``enumerate(batches)``, ``zip(steps, batches)``, ``tqdm(batches, ...)`` over a generator of
+        batches split per device: an iterator of the same values (in tuples for the first two)."""
+        func = node.func
+        builtin = func.id if isinstance(func, ast.Name) and not self.names.bindings(func) else None
+        if builtin not in ("enumerate", "zip") and qualified not in _PROGRESS_BARS or not node.args \
+                or any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        kinds = [self.expr(a, env) for a in node.args]
+        if not any(isinstance(k, Source) for k in kinds):
+            return None
+        for keyword in node.keywords:
+            self._host(keyword.value, env)
+        if qualified in _PROGRESS_BARS:
+            if not isinstance(kinds[0], Source) or len(kinds) > 1 and any(_carries(k) for k in kinds[1:]):
+                return None
+            return kinds[0]
+        if builtin == "enumerate" and isinstance(kinds[0], Source) and len(kinds) <= 2:
+            if len(kinds) == 2:
+                self._host(node.args[1], env)  # `enumerate(batches, 1)`
+            return Source((HOST, kinds[0].yields))
+        if builtin == "zip":
+            for kind, arg in zip(kinds, node.args):
+                if not isinstance(kind, Source):
+                    self._host(arg, env)
+            return Source(tuple(k.yields if isinstance(k, Source) else HOST for k in kinds))
+        return None
 
     def _unshard(self, node: ast.Call, inner: ast.expr, kind, rewrite: bool = True) -> None:
         """The rows of a value split per device, read whole on the host. Under pmap a process
