@@ -108,6 +108,43 @@ def test_global_view_matches_pmap(case, tmp_path, request):
     assert prefix is None or gradient > 0
     assert 0 < max(gradient, 1) <= new_bytes <= old_bytes, render_text(report)
     assert new_kinds["all-reduce"].count <= old_kinds["all-reduce"].count, render_text(report)
+    # No step compiles more often than its pmap did (a key or state laid out otherwise than the
+    # step's own outputs would make jit compile it again on the next call).
+    steps = _step_names(old.read_text())
+    assert steps
+    new_step_modules = _compiled(entry.new.collectives.modules, {f"jit_{name}" for name in steps})
+    # (pmap's programs: `pmap_<f>` on 0.4.30, `pmap__unnamed_wrapped_function_` for a partial
+    # there, `jit__fun` on 0.10; `jit(pmap(f))`'s is the jit's, `jit_<f>`)
+    old_names = {f"{prefix}_{name}" for name in steps for prefix in ("pmap", "jit")}
+    old_step_modules = _compiled(entry.old.collectives.modules,
+                                 old_names | {"jit__fun", "pmap__unnamed_wrapped_function_"})
+    assert 0 < new_step_modules <= old_step_modules, (entry.old.collectives.modules, entry.new.collectives.modules)
+
+
+def _step_names(source: str) -> set[str]:
+    """The names of the functions the module pmaps (their jitted programs are named after them)."""
+    from jaxmigrate.core.module import as_module
+    from jaxmigrate.migrate._pmap_sites import planner_of
+
+    def name(fun):
+        if isinstance(fun, ast.FunctionDef):
+            return fun.name
+        if isinstance(fun, ast.Call) and fun.args:  # functools.partial(train_step, ...)
+            return name(fun.args[0])
+        return fun.id if isinstance(fun, ast.Name) else fun.attr if isinstance(fun, ast.Attribute) else None
+
+    def mapped(app):
+        if app.mapped is not None:
+            return app.mapped
+        return app.node.args[0] if isinstance(app.node, ast.Call) and app.node.args else None
+
+    return {name(mapped(app)) for app in planner_of(as_module(source)).applications()} - {None}
+
+
+def _compiled(modules: list[str], names: set[str]) -> int:
+    """How many of a side's compiled modules (`module_0012.jit_train_step.cpu_after_optimizations.txt`)
+    are programs of these names."""
+    return sum(1 for module in modules if module.split(".")[1] in names)
 
 
 RUN_ONE_PROCESS = """
