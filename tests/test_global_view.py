@@ -675,3 +675,36 @@ def test_a_generator_of_batches_may_be_wrapped_in_enumerate_zip_and_a_progress_b
     fixed = fix(text, set())
     assert "enumerate(tqdm(eval_collator(rng, 16, 2), total=2), 1)" in fixed
     assert 'jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch)' in fixed
+
+
+def test_what_made_a_batch_is_named_through_the_functions_that_return_it():
+    # flax's ImageNet example: `batch` of `train_iter`, of `create_input_iter(...)`, which returns
+    # the iterator `prefetch_to_device` makes.
+    text = textwrap.dedent('''\
+        import functools
+
+        import jax
+        from flax import jax_utils
+
+
+        @functools.partial(jax.pmap, axis_name="batch")
+        def train_step(params, batch):
+            return params - jax.lax.pmean(batch.mean(), "batch")
+
+
+        def create_input_iter(ds):
+            it = map(lambda x: x.reshape((jax.local_device_count(), -1) + x.shape[1:]), ds)
+            it = jax_utils.prefetch_to_device(it, 2)
+            return it
+
+
+        def train(params, ds):
+            params = jax_utils.replicate(params)
+            train_iter = create_input_iter(ds)
+            for step, batch in zip(range(3), train_iter):
+                params = train_step(params, batch)
+            return jax_utils.unreplicate(params)
+        ''')
+    view = plan_global(text)
+    assert not view.possible and "`jax_utils.prefetch_to_device(it, 2)` (line 14) yields batches with pmap's " \
+        "device axis" in view.reason, view.blocker

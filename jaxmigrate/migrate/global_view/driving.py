@@ -1062,12 +1062,22 @@ class DriverAnalyzer:
         if isinstance(arg, ast.Name) and depth < len(self._passed) and self._inline \
                 and self.scope_of(arg) is self._inline[-1 - depth][0] and arg.id in self._passed[-1 - depth]:
             return self._hint(self._passed[-1 - depth][arg.id], depth + 1)
-        if isinstance(arg, ast.Name):
-            scope = self.scope_of(arg)
-            producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
-                          and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
-            producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
-                          and any(isinstance(t, ast.Name) and t.id == arg.id for t in ast.walk(n.target))]
+        # What the names in it were bound to, and what the program's functions called there
+        # return, a few steps back (imagenet's `batch` of `train_iter`, of `create_input_iter(...)`,
+        # which returns `it`, made by `prefetch_to_device(it, 2)`).
+        seen: set[int] = set()
+        for _ in range(5):
+            for name in [n for p in producers for n in ast.walk(p) if isinstance(n, ast.Name) and id(n) not in seen]:
+                seen.add(id(name))
+                scope = self.scope_of(name)
+                producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                              and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+                producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
+                              and any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(n.target))]
+                made = self.names.bindings(name)
+                if len(made) == 1 and isinstance(made[0], OpaqueBinding) and isinstance(made[0].node, ast.FunctionDef):
+                    producers += [n.value for n in ast.walk(made[0].node)
+                                  if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
         for producer in producers:
             for call in ast.walk(producer):
                 if not isinstance(call, ast.Call):
