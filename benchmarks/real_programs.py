@@ -1,35 +1,54 @@
 """Real legacy training programs, original against migrated, end to end (issue 18's corpus).
 
-    python benchmarks/real_programs.py [--only NAME ...] [--repeat 3] [--no-processes] [--reuse]
+    python benchmarks/real_programs.py [--only NAME ...] [--repeat 3] [--no-processes] [--noise] [--reuse]
                                        [--markdown FILE.md] [--programs-json FILE.json]
 
 Each program of ``benchmarks/real_programs/`` is a driver: a ``main()`` that runs one public
-training program of the legacy corpus (``benchmarks/corpus.py``: brax 0.0.16, evojax 0.2.17,
-jaxline 0.0.8) with its modules whole, only data and configuration chosen (a tiny environment, a
-few steps, fixed seeds), and returns its metrics and parameters. For each project this script
+training program with its modules whole, only data and configuration chosen (a tiny environment or
+model, a few steps, fixed seeds), and returns its metrics and parameters. The programs come from
+the legacy corpus (``benchmarks/corpus.py``: brax 0.0.16, evojax 0.2.17, jaxline 0.0.8, PyPI
+releases) or, for code that is not on PyPI (the Hugging Face transformers Flax examples), from a
+folder of its repository fetched by hand into ``$JAXMIGRATE_REALCODE`` (default
+``~/.cache/jaxmigrate/realcode``) as ``<owner>__<name>/<path>/``, each file at the commit named in
+``PROJECTS`` (and checked against its SHA-256). Where that folder is missing the script skips its
+programs and prints one line: what to fetch, from which repository and commit, and where to put it.
+For each project this script
 
-1. copies the package from the corpus cache into ``~/.cache/jaxmigrate/real_programs/<project>/``
+1. copies the package (or the fetched folder) into ``~/.cache/jaxmigrate/real_programs/<project>/``
    twice, as ``old/`` and ``new/`` (never into the checkout);
 2. lists the findings of ``jaxmigrate check --output-format json`` on the ORIGINAL tree, then runs
    ``python -m jaxmigrate check --fix --unsafe-fixes`` (this checkout's code) on ``new/`` only;
 3. puts each driver beside both trees, as ``driver_<name>.py`` (the driver itself is not migrated);
 4. runs ``jaxmigrate verify old/driver_x.py new/driver_x.py --entry main --devices 8 --timing``,
    the old side on the JAX the project ran on (a cached venv), the new side on JAX 0.10.2 (a venv
-   with current flax/optax, built here); a program that is multi-host (its modules ask
-   ``jax.process_count``/``process_index`` and do not refuse several processes) also as
-   ``--processes 2 --devices 1 --connect after-import`` (jax 0.4.30 runs CPU collectives across
-   processes with one device per process only).
+   with current flax/optax, built here; a project may name venvs of its own for both); a program
+   that is multi-host (its modules ask ``jax.process_count``/``process_index`` and do not refuse
+   several processes) also as ``--processes 2 --devices 1 --connect after-import`` (jax 0.4.30
+   runs CPU collectives across processes with one device per process only);
+5. where old and new differ, a noise run: how much does the ORIGINAL differ from itself across the
+   two JAX versions? A third copy, ``safe/``, is fixed with the safe fixes only (``check --fix``,
+   no ``--unsafe-fixes``: pmap kept, only what JAX 0.10 removed is renamed), run on the new side's
+   venv against ``old/`` on the old side's, once, with the same devices or processes. For each leaf
+   where new differs from old, the table gives the max abs error of new against old and of safe
+   against old; new is "as the original differs from itself across JAX versions" where its error
+   is at most ``NOISE_FACTOR`` (2) times the original's own. The noise run is made by default for
+   the fetched projects' programs (a minute or two each), and for every program that differs with
+   ``--noise`` (brax's ARS, which differs, takes minutes a side: the README explains its
+   difference by hand).
 
 It prints and writes (``--markdown``) one row per program: the pmap sites in the modules the
 driver imports, how many the fix moved to the global view, to the exact ``jit(shard_map(vmap))``
-rewrite, or kept as pmap (with the findings' reasons), whether old and new are equal, and the
-compilations and run time of ``main()`` (old / new). ``--programs-json`` writes the pairs in the
-format of ``benchmarks/bench_migrated.py --programs`` (with ``new_python``).
+rewrite, or kept as pmap (with the findings' reasons), whether old and new are equal (and where
+they differ, against the original's own difference across JAX versions), and the compilations and
+run time of ``main()`` (old / new); below it, the repository and commits of the fetched programs.
+``--programs-json`` writes the pairs in the format of ``benchmarks/bench_migrated.py --programs``
+(with ``new_python``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -49,6 +68,8 @@ from corpus import legacy_corpus  # noqa: E402
 
 DRIVERS = HERE / "real_programs"
 WORK = Path(os.environ.get("JAXMIGRATE_REAL_PROGRAMS", "~/.cache/jaxmigrate/real_programs")).expanduser()
+REALCODE = Path(os.environ.get("JAXMIGRATE_REALCODE", "~/.cache/jaxmigrate/realcode")).expanduser()
+NOISE_FACTOR = 2.0  # new's error against old within this factor of the original's own: the same noise
 VENVS = Path.home() / ".cache" / "jaxmigrate" / "venvs"
 
 # The programs' own dependencies that are not JAX (brax's physics imports trimesh, its envs gym).
@@ -89,20 +110,79 @@ JAX_0_4_30 = Venv("jax-0.4.30+flax==0.8.5", ("jax[cpu]==0.4.30", "numpy<2", "ml_
                                              "flax==0.8.5", *EXTRAS))
 JAX_0_10_2 = Venv("jax-0.10.2+flax", ("jax==0.10.2", "jaxlib==0.10.2", "flax", "optax", "chex", "absl-py",
                                       *EXTRAS))
+# The Hugging Face Flax examples: a transformers that still has the Flax models (4.46; the drivers
+# shim the call of the script it refuses) and the datasets they load text files with. Venvs of
+# their own, so that the ones above keep their markers.
+HF = ("transformers==4.46.3", "datasets<3", "huggingface_hub<0.26", "tqdm")
+# pyarrow (datasets') of jax 0.4.30's day: later ones refuse NumPy 1 at import.
+HF_JAX_0_4_30 = Venv("hf-jax-0.4.30+flax==0.8.5", ("jax[cpu]==0.4.30", "numpy<2", "ml_dtypes<0.5", "scipy<1.14",
+                                                   "flax==0.8.5", "pyarrow<18", *HF))
+HF_JAX_0_10_2 = Venv("hf-jax-0.10.2+flax", ("jax==0.10.2", "jaxlib==0.10.2", "flax", "optax", *HF))
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A folder of a public repository that is not on PyPI, fetched by hand (never into the
+    checkout) as ``$JAXMIGRATE_REALCODE/<owner>__<name>/<path>/``."""
+
+    repo: str  # owner/name on GitHub
+    path: str  # the folder in the repository
+    files: tuple[tuple[str, str, str], ...]  # (file, commit it was fetched at, SHA-256 of its text)
+
+    @property
+    def folder(self) -> Path:
+        return REALCODE / self.repo.replace("/", "__") / self.path
+
+    def commits(self) -> str:
+        return ", ".join(f"`{file}` at {commit}" for file, commit, _ in self.files)
+
+    def missing(self) -> str:
+        """'' where the folder holds every file as fetched; else what to fetch, from where, to where."""
+        absent = [file for file, _, _ in self.files if not (self.folder / file).is_file()]
+        changed = [file for file, _, digest in self.files if file not in absent and
+                   hashlib.sha256((self.folder / file).read_bytes()).hexdigest() != digest]
+        if not absent and not changed:
+            return ""
+        problem = "; ".join([f"{', '.join(absent)} missing"] * bool(absent) +
+                            [f"{', '.join(changed)} another version"] * bool(changed))
+        return (f"{problem}: fetch {self.commits()} from the GitHub repository {self.repo}, `{self.path}/`, "
+                f"into {self.folder}/ (or set JAXMIGRATE_REALCODE)")
 
 
 @dataclass(frozen=True)
 class Project:
     name: str
-    glob: str  # the unpacked release in the corpus cache
-    package: str  # the package folder inside it
     old: Venv
+    new: Venv = JAX_0_10_2
+    glob: str = ""  # the unpacked release in the corpus cache
+    package: str = ""  # the package folder inside it ("" for a fetched folder: its files go in whole)
+    fetched: Fetched | None = None  # a folder of a repository instead of a release of the corpus
+
+    def source(self) -> Path:
+        """The folder copied as old/<package> (and new/, safe/)."""
+        if self.fetched:
+            return self.fetched.folder
+        [release] = sorted(legacy_corpus().glob(self.glob))
+        return release / self.package
+
+    def shown(self, module: str) -> str:
+        """A module of the tree as the README names it: its path in the repository, if fetched."""
+        return f"{self.fetched.path}/{module}" if self.fetched else module
 
 
 PROJECTS = {
-    "brax": Project("brax", "brax-0.0.16-*", "brax", JAX_0_4_13),
-    "evojax": Project("evojax", "evojax-0.2.17-*", "evojax", JAX_0_4_30),
-    "jaxline": Project("jaxline", "jaxline/jaxline-0.0.8", "jaxline", JAX_0_4_30),
+    "brax": Project("brax", JAX_0_4_13, glob="brax-0.0.16-*", package="brax"),
+    "evojax": Project("evojax", JAX_0_4_30, glob="evojax-0.2.17-*", package="evojax"),
+    "jaxline": Project("jaxline", JAX_0_4_30, glob="jaxline/jaxline-0.0.8", package="jaxline"),
+    # Each file at the commit it was read at (the folder was not fetched at one commit).
+    "hf_flax_examples": Project("hf_flax_examples", HF_JAX_0_4_30, HF_JAX_0_10_2, fetched=Fetched(
+        "huggingface/transformers", "examples/flax/language-modeling", (
+            ("run_clm_flax.py", "00e12e7c54598e50e7bef1540db3408f81916de1",
+             "d4512f8a6c2afb12bf12135bd06713a0dbfec296403ae9844200cf3c3c4ec4b6"),
+            ("run_mlm_flax.py", "00661e38a9e1393472adae9ac71f777b74ccdcde",
+             "46843791ff8e7f4c5162bb776ab8868ada1cf79aa87ecb95a38d93cdf4c794a3"),
+            ("run_t5_mlm_flax.py", "00661e38a9e1393472adae9ac71f777b74ccdcde",
+             "111e339c28f96c1d501b5e39c36c31c8078cfaf47cf2a0395c5c9f2f26014dd6")))),
 }
 
 
@@ -110,7 +190,7 @@ PROJECTS = {
 class RealProgram:
     name: str  # the driver's module name in benchmarks/real_programs/
     project: str
-    program: str  # the module the driver runs
+    program: str  # the module the driver runs (a path in the project's tree)
     multi_host: bool  # the program supports several processes
 
 
@@ -124,6 +204,8 @@ PROGRAMS = [
     RealProgram("brax_ars", "brax", "brax/training/agents/ars/train.py", False),  # raises with >1 process
     RealProgram("evojax_cartpole", "evojax", "evojax/trainer.py", False),
     RealProgram("jaxline_regression", "jaxline", "jaxline/train.py", True),
+    # The script saves on process 0 only; the driver returns the process index elsewhere.
+    RealProgram("hf_clm", "hf_flax_examples", "run_clm_flax.py", True),
 ]
 
 
@@ -134,6 +216,7 @@ class Row:
     sites: Counter = field(default_factory=Counter)  # global / exact / kept
     reasons: dict = field(default_factory=dict)  # (path, line) of a pmap site -> its reasons
     runs: dict[str, dict] = field(default_factory=dict)  # "8 devices" / "2 processes" -> summary
+    noise: dict[str, dict] = field(default_factory=dict)  # the same -> safe/ (new JAX) against old/
 
 
 def _run(cmd) -> None:
@@ -150,21 +233,39 @@ def _jaxmigrate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
 
 def prepare(project: Project) -> tuple[Path, list[dict], str]:
     """old/ and new/ for one project; the original tree's findings; the fix's summary line."""
-    [release] = sorted(legacy_corpus().glob(project.glob))
     base = WORK / project.name
     for side in ("old", "new"):
-        shutil.rmtree(base / side, ignore_errors=True)
-        shutil.copytree(release / project.package, base / side / project.package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        for path in (base / side).rglob("*"):  # the corpus is unpacked read-only
-            path.chmod(path.stat().st_mode | 0o200)
+        _copy(project, base / side)
     found = _jaxmigrate("check", str(base / "old" / project.package), "--output-format", "json", "--no-cache",
                         "--exit-zero")
     findings = json.loads(found.stdout)
     fixed = _jaxmigrate("check", "--fix", "--unsafe-fixes", "--no-cache", "--exit-zero",
                         str(base / "new" / project.package))
-    summary = " ".join((fixed.stdout + fixed.stderr).strip().splitlines()[-2:])
-    return base, findings, summary
+    return base, findings, _last_lines(fixed)
+
+
+def prepare_safe(project: Project, base: Path) -> str:
+    """safe/: the original with the safe fixes only (pmap kept, what JAX 0.10 removed renamed), the
+    program of the noise run; the fix's summary line."""
+    _copy(project, base / "safe")
+    fixed = _jaxmigrate("check", "--fix", "--no-cache", "--exit-zero", str(base / "safe" / project.package))
+    return _last_lines(fixed)
+
+
+def _copy(project: Project, side: Path) -> None:
+    shutil.rmtree(side, ignore_errors=True)
+    shutil.copytree(project.source(), side / project.package, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in side.rglob("*"):  # the corpus is unpacked read-only
+        path.chmod(path.stat().st_mode | 0o200)
+
+
+def _last_lines(done: subprocess.CompletedProcess) -> str:
+    return " ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
+
+
+def place_driver(program: RealProgram, base: Path, sides) -> None:
+    for side in sides:
+        shutil.copy(DRIVERS / f"{program.name}.py", base / side / f"driver_{program.name}.py")
 
 
 def imported_modules(base: Path, program: RealProgram, python: Path) -> list[str]:
@@ -209,13 +310,16 @@ def _kind(marker: str, reason: str) -> str:
     return ("global view: " if marker.startswith("global") else "exact rewrite: ") + reason
 
 
-def verify(base: Path, program: RealProgram, old: Path, new: Path, processes: int, args) -> dict:
+def verify(base: Path, program: RealProgram, old: Path, new: Path, processes: int, args, against="new") -> dict:
+    """old/ on the old venv against `against` (new/, or safe/ for the noise run) on the new one."""
     driver = f"driver_{program.name}.py"
-    out = base / f"verify_{program.name}_{processes}p.json"
-    cmd = ["verify", str(base / "old" / driver), str(base / "new" / driver), "--entry", "main",
-           "--old-python", str(old), "--new-python", str(new), "--unreplicate", "old",
-           "--timing", "--warmup", "0", "--repeat", str(args.repeat), "--timeout", str(args.timeout),
-           "--json", str(out)]
+    out = base / f"{'verify' if against == 'new' else 'noise'}_{program.name}_{processes}p.json"
+    cmd = ["verify", str(base / "old" / driver), str(base / against / driver), "--entry", "main",
+           "--old-python", str(old), "--new-python", str(new), "--timeout", str(args.timeout), "--json", str(out)]
+    if against == "new":
+        # The migrated side's replicated values are global arrays, pmap's had a device axis; safe/
+        # keeps pmap as old/ does. The noise run is one call a side, untimed.
+        cmd += ["--unreplicate", "old", "--timing", "--warmup", "0", "--repeat", str(args.repeat)]
     if processes > 1:
         # jax 0.4.30 runs CPU collectives across processes with one device per process only.
         cmd += ["--processes", str(processes), "--devices", "1", "--connect", "after-import"]
@@ -282,6 +386,68 @@ def _failure_text(report: dict, entry: dict) -> str:
     return entry.get("status", "")
 
 
+def _leaves(report: dict) -> list[dict]:
+    """The compared leaves of main() on every process."""
+    entry = (report.get("entries") or [{}])[0]
+    return [leaf for process in entry.get("processes") or [entry] for leaf in process.get("leaves") or []]
+
+
+def _max_abs(report: dict) -> dict[str, float]:
+    """Each leaf's max abs error, the largest over the processes."""
+    errors: dict[str, float] = {}
+    for leaf in _leaves(report):
+        if leaf.get("max_abs") is not None:
+            errors[leaf["path"]] = max(errors.get(leaf["path"], 0.0), leaf["max_abs"])
+    return errors
+
+
+def against_noise(run: dict, noise: dict) -> dict:
+    """For each leaf where new differs from old: new's max abs error against old and the original's
+    own across the two JAX versions (safe/ against old/); within: every one at most NOISE_FACTOR
+    times the original's own."""
+    differing = sorted({leaf["path"] for leaf in _leaves(run["report"]) if not leaf.get("equal")})
+    new, own = _max_abs(run["report"]), _max_abs(noise["report"])
+    leaves = [(path, new.get(path), own.get(path)) for path in differing]
+    ran = noise["exit"] in (0, 1)
+    within = ran and bool(leaves) and all(n is not None and o and n <= NOISE_FACTOR * o for _, n, o in leaves)
+    compared = len(((run["report"].get("entries") or [{}])[0]).get("leaves") or [])
+    return {"leaves": leaves, "within": within, "ran": ran, "compared": compared,
+            "failure": "" if ran else summarise(noise)["failure"]}
+
+
+def _status(run: dict, noise: dict | None) -> str:
+    """equal / differs / failed; where it differs and the noise run was made, against the original's
+    own difference across JAX versions."""
+    status = summarise(run)["status"]
+    if status != "differs" or noise is None:
+        return status
+    c = against_noise(run, noise)
+    if not c["ran"]:
+        return f"{status} (noise run failed)"
+    counted = f"{status} ({len(c['leaves'])} of {c['compared']} leaves)"
+    if c["within"]:
+        return f"{counted}, as the original differs from itself across JAX versions"
+    return f"{counted}, beyond the original's own difference across JAX versions"
+
+
+def _noise_lines(row: Row) -> list[str]:
+    lines = []
+    for where, noise in row.noise.items():
+        c = against_noise(row.runs[where], noise)
+        if not c["ran"]:
+            lines.append(f"- {row.program.name} ({where}): the noise run failed: {c['failure']}")
+            continue
+        errors = "; ".join(f"`{path}` {_error(n)} / {_error(o)}" for path, n, o in c["leaves"])
+        verdict = "within" if c["within"] else "NOT within"
+        lines.append(f"- {row.program.name} ({where}), new vs old / original vs itself: {errors} "
+                     f"({verdict} {NOISE_FACTOR:g}x)")
+    return lines
+
+
+def _error(value) -> str:
+    return "-" if value is None else f"{value:.2g}"
+
+
 def _first_line(message: str) -> str:
     return message.strip().splitlines()[0][:400] if message.strip() else ""
 
@@ -300,12 +466,19 @@ def markdown(rows: list[Row]) -> str:
         s = summarise(single) if single else None
         m = summarise(multi) if multi else None
         sites = sum(row.sites.values())
+        project = PROJECTS[row.program.project]
         lines.append("| {} | `{}` | {} | {} / {} / {} | {} | {} | {} | {} | {} |".format(
-            row.program.name, row.program.program, sites, row.sites["global"], row.sites["exact"], row.sites["kept"],
-            s["jax"] if s else "", s["status"] if s else "not run", " / ".join(s["compiles"]) if s else "",
-            " / ".join(_seconds(v) for v in s["median"]) if s else "",
-            m["status"] if m else "not run (see below)"))
-    sites = {site: reasons for row in rows for site, reasons in row.reasons.items()}
+            row.program.name, project.shown(row.program.program), sites, row.sites["global"], row.sites["exact"],
+            row.sites["kept"], s["jax"] if s else "", _status(single, row.noise.get("8 devices")) if s else "not run",
+            " / ".join(s["compiles"]) if s else "", " / ".join(_seconds(v) for v in s["median"]) if s else "",
+            _status(multi, row.noise.get("2 processes")) if m else "not run (see below)"))
+    fetched = {PROJECTS[row.program.project] for row in rows if PROJECTS[row.program.project].fetched}
+    for project in sorted(fetched, key=lambda p: p.name):
+        names = ", ".join(row.program.name for row in rows if row.program.project == project.name)
+        lines += ["", f"{names}: not on PyPI, fetched from the GitHub repository {project.fetched.repo}, "
+                  f"`{project.fetched.path}/`: {project.fetched.commits()}."]
+    # The sites the fix moved to the global view give no reason; the others, why not.
+    sites = {site: reasons for row in rows for site, reasons in row.reasons.items() if reasons}
     if sites:
         kinds = Counter(kind for reasons in sites.values() for kind in reasons)
         lines += ["", f"Why the {len(sites)} distinct pmap sites (some modules serve several programs) were not "
@@ -317,6 +490,12 @@ def markdown(rows: list[Row]) -> str:
     if failures:
         lines += ["", "Failures and differences:", ""]
         lines += [f"- {name} ({where}): {text}" for name, where, text in failures]
+    noise = [line for row in rows for line in _noise_lines(row)]
+    if noise:
+        lines += ["", "Where old and new differ, the original against itself across the two JAX versions (`safe/`: "
+                  "the original with the safe fixes only, pmap kept, on the new side's JAX, against the original on "
+                  "the old side's): max abs error of each leaf that differs:", ""]
+        lines += noise
     return "\n".join(lines) + "\n"
 
 
@@ -326,35 +505,48 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed calls of main() per side")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--no-processes", action="store_true", help="skip the 2-process runs")
+    parser.add_argument("--noise", action="store_true",
+                        help="a noise run for every program that differs (default: the fetched programs' only)")
     parser.add_argument("--reuse", action="store_true",
                         help="table the verify reports of the last run instead of running them again")
     parser.add_argument("--markdown", type=Path, default=WORK / "real_programs.md")
     parser.add_argument("--programs-json", type=Path)
     args = parser.parse_args(argv)
 
-    programs = [p for p in PROGRAMS if not args.only or p.name in args.only]
-    new_python = JAX_0_10_2.ensure()
+    programs = runnable([p for p in PROGRAMS if not args.only or p.name in args.only])
     prepared: dict[str, tuple[Path, list[dict], str]] = {}
+    safe: set[str] = set()  # the projects whose safe/ is made
     rows = []
     for program in programs:
         project = PROJECTS[program.project]
-        old_python = project.old.ensure()
+        old_python, new_python = project.old.ensure(), project.new.ensure()
         if project.name not in prepared:
             prepared[project.name] = prepare(project)
             print(f"{project.name}: fix: {prepared[project.name][2]}", flush=True)
         base, findings, _ = prepared[project.name]
-        for side in ("old", "new"):
-            shutil.copy(DRIVERS / f"{program.name}.py", base / side / f"driver_{program.name}.py")
-        row = Row(program, imported_modules(base, program, old_python))
+        place_driver(program, base, ("old", "new"))
+        # A script the driver runs rather than imports (runpy) is among the program's modules too.
+        row = Row(program, sorted(set(imported_modules(base, program, old_python)) | {program.program}))
         classify(row, findings, base)
-        row.runs["8 devices"] = verify(base, program, old_python, new_python, 1, args)
+        runs = {"8 devices": 1}
         if program.multi_host and not args.no_processes:
-            row.runs["2 processes"] = verify(base, program, old_python, new_python, 2, args)
+            runs["2 processes"] = 2
+        for where, processes in runs.items():
+            row.runs[where] = verify(base, program, old_python, new_python, processes, args)
+            if summarise(row.runs[where])["status"] == "differs" and (args.noise or project.fetched):
+                if project.name not in safe:
+                    print(f"{project.name}: safe fixes only (the noise run): {prepare_safe(project, base)}", flush=True)
+                    safe.add(project.name)
+                place_driver(program, base, ("safe",))
+                row.noise[where] = verify(base, program, old_python, new_python, processes, args, against="safe")
         rows.append(row)
         for where, run in row.runs.items():
             s = summarise(run)
-            print(f"{program.name} [{where}]: {s['status']} in {run['seconds']:.0f} s; compilations {s['compiles']}; "
-                  f"main() {tuple(_seconds(v) for v in s['median'])} {s['failure']}", flush=True)
+            print(f"{program.name} [{where}]: {_status(run, row.noise.get(where))} in {run['seconds']:.0f} s; "
+                  f"compilations {s['compiles']}; main() {tuple(_seconds(v) for v in s['median'])} {s['failure']}",
+                  flush=True)
+        for line in _noise_lines(row):
+            print(line, flush=True)
     table = markdown(rows)
     print(table)
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
@@ -364,9 +556,23 @@ def main(argv=None) -> int:
             {"name": f"real/{row.program.name}", "old": str(WORK / row.program.project / "old" /
                                                          f"driver_{row.program.name}.py"),
              "new": str(WORK / row.program.project / "new" / f"driver_{row.program.name}.py"),
-             "old_python": str(PROJECTS[row.program.project].old.python), "new_python": str(new_python)}
+             "old_python": str(PROJECTS[row.program.project].old.python),
+             "new_python": str(PROJECTS[row.program.project].new.python)}
             for row in rows], indent=1))
     return 0
+
+
+def runnable(programs: list[RealProgram]) -> list[RealProgram]:
+    """The programs whose code is here: a fetched project whose folder is missing (or holds other
+    versions of its files) is skipped, with one line saying what to fetch, from where, to where."""
+    skipped: dict[str, list[str]] = {}
+    for program in programs:
+        fetched = PROJECTS[program.project].fetched
+        if fetched and fetched.missing():
+            skipped.setdefault(program.project, []).append(program.name)
+    for project, names in skipped.items():
+        print(f"skipped {', '.join(names)}: {PROJECTS[project].fetched.missing()}", flush=True)
+    return [program for program in programs if program.project not in skipped]
 
 
 if __name__ == "__main__":
