@@ -111,8 +111,8 @@ JAX_0_4_30 = Venv("jax-0.4.30+flax==0.8.5", ("jax[cpu]==0.4.30", "numpy<2", "ml_
 JAX_0_10_2 = Venv("jax-0.10.2+flax", ("jax==0.10.2", "jaxlib==0.10.2", "flax", "optax", "chex", "absl-py",
                                       *EXTRAS))
 # The Hugging Face Flax examples: a transformers that still has the Flax models (4.46; the drivers
-# shim the call of the script it refuses) and the datasets they load text files with. Venvs of
-# their own, so that the ones above keep their markers.
+# shim the two calls of the scripts and of its T5 that it or JAX 0.10 refuse) and the datasets they
+# load text files with. Venvs of their own, so that the ones above keep their markers.
 HF = ("transformers==4.46.3", "datasets<3", "huggingface_hub<0.26", "tqdm")
 # pyarrow (datasets') of jax 0.4.30's day: later ones refuse NumPy 1 at import.
 HF_JAX_0_4_30 = Venv("hf-jax-0.4.30+flax==0.8.5", ("jax[cpu]==0.4.30", "numpy<2", "ml_dtypes<0.5", "scipy<1.14",
@@ -204,8 +204,9 @@ PROGRAMS = [
     RealProgram("brax_ars", "brax", "brax/training/agents/ars/train.py", False),  # raises with >1 process
     RealProgram("evojax_cartpole", "evojax", "evojax/trainer.py", False),
     RealProgram("jaxline_regression", "jaxline", "jaxline/train.py", True),
-    # The script saves on process 0 only; the driver returns the process index elsewhere.
+    # The scripts save on process 0 only; the drivers return the process index elsewhere.
     RealProgram("hf_clm", "hf_flax_examples", "run_clm_flax.py", True),
+    RealProgram("hf_t5_mlm", "hf_flax_examples", "run_t5_mlm_flax.py", True),
 ]
 
 
