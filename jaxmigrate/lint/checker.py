@@ -240,28 +240,17 @@ def _fix_passes(text, path, rules, target_jax, unsafe, from_jax) -> FixResult:
 
 
 def _gone(before: list[Finding], before_text: str, after: list[Finding], after_text: str) -> dict[str, int]:
-    """How many of ``before`` are not among ``after``, by code. A finding is known by its code and the text it
-    points at, not its line number: fixes above it move it. One fix can make others moot (the
+    """How many of ``before`` are not among ``after``, by code: the findings of a code there were
+    less of after the fix. Counted, not matched by place or text: fixes above a finding move it, and
+    a fix inside what it points at rewrites its text (a `jax.tree_map(lambda x: x[0], ...)` renamed
+    to `jax.tree.map` by another rule is the same JM505 still). One fix can make others moot (the
     global view removes the pmap's `unreplicate`) or bring new ones to light, so the counts of a
     fix run are of findings, not of fixes applied."""
     if after_text == before_text:
         return {}
-    old, new = SourceText(before_text), SourceText(after_text)
-    keys = Counter(_content_key(f, old) for f in before)
-    keys.subtract(_content_key(f, new) for f in after)
-    gone: Counter[str] = Counter()
-    for (code, _), count in keys.items():
-        if count > 0:
-            gone[code] += count
-    return dict(sorted(gone.items()))
-
-
-def _content_key(finding: Finding, source: SourceText) -> tuple[str, str]:
-    """The code and the text the finding points at (on its first line): what a fix elsewhere on
-    the line (an import merged into it) leaves as it was."""
-    line = source.line(finding.line) if finding.line <= len(source.line_starts) else ""
-    end = finding.end_column - 1 if finding.end_line == finding.line else len(line)
-    return finding.code, line[finding.column - 1 : end]
+    left = Counter(f.code for f in before)
+    left.subtract(f.code for f in after)
+    return {code: count for code, count in sorted(left.items()) if count > 0}
 
 
 def _checked(text, path, rules, target_jax, from_jax) -> list[Finding] | None:

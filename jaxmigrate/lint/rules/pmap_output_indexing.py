@@ -9,6 +9,7 @@ from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+UNREPLICATE = "flax.jax_utils.unreplicate"
 # True both before and after jaxmigrate's own fixes: JM102 writes this very `tree.map` for
 # `unreplicate`, and JM101's exact rewrite is a jit that keeps the device axis, so the advice is
 # about the global-view move, not about "jit".
@@ -24,7 +25,8 @@ class PmapOutputIndexing(Rule):
     """
     ## What it does
     Finds the idioms that strip pmap's device axis from a result: `jax.tree.map(lambda x: x[0],
-    tree)` (what `flax.jax_utils.unreplicate` does; that helper itself is JM102), also with the
+    tree)` and `flax.jax_utils.unreplicate(tree)`, which does that (and is JM102 too: a
+    superseded helper, whose safe fix writes that very `tree.map`), also with the
     `x[0]` converted or fetched (`lambda x: np.array(x[0])`, `float(x[0])`,
     `jax.device_get(x[0])`, `x[0].item()`), and `out[0]` where `out` is the result of a pmapped
     function. flax's `get_metrics`, which does the same, is JM104.
@@ -49,8 +51,9 @@ class PmapOutputIndexing(Rule):
     ```
 
     ## Confidence
-    The `lambda x: x[0]` tree map is reported only in modules that use `jax.pmap` or flax's
-    `replicate` (elsewhere it may take the first example of a batch). A bare `out[0]` is reported
+    The `lambda x: x[0]` tree map and `unreplicate` are reported only in modules that use
+    `jax.pmap` or flax's `replicate` (elsewhere it may take the first example of a batch). A bare
+    `out[0]` is reported
     only when `out` is bound once, by plain assignment, to the result of a function the resolver
     sees wrapped by `jax.pmap`.
 
@@ -68,7 +71,7 @@ class PmapOutputIndexing(Rule):
     code = "JM505"
     name = "pmap-output-indexing"
     summary = "device-0 indexing of pmap outputs: wrong values once the producer is jit"
-    trigger_words = ("pmap", "replicate", "shard_map")
+    trigger_words = ("pmap", "replicate", "shard_map")  # (`unreplicate` holds `replicate`)
     reach = (*PMAP, "flax.jax_utils.replicate")
     jax_versions = "pmap convention; any version"
 
@@ -125,6 +128,14 @@ class PmapOutputIndexing(Rule):
             state = tm(lambda a: a[0], step(replicate(state)))
             """
         ),
+        Invalid(  # the same, spelled with flax's helper (JM102's fix writes the tree map above)
+            """
+            import jax
+            from flax import jax_utils
+            step = jax.pmap(f, axis_name="i")
+            metrics = jax_utils.unreplicate(step(x))
+            """
+        ),
         Invalid(
             """
             import jax
@@ -152,7 +163,8 @@ class PmapOutputIndexing(Rule):
 
     def visit_Call(self, node: ast.Call, ctx) -> None:
         name = call_name(ctx.names, node)
-        if name in TREE_MAPS and node.args and _first_of(node.args[0]) and self._uses_pmap(ctx):
+        if (name in TREE_MAPS and node.args and _first_of(node.args[0])
+                or name == UNREPLICATE and len(node.args) == 1) and self._uses_pmap(ctx):
             ctx.report(node, f"`{ctx.segment(node.func)}` {MESSAGE}")
 
     def _uses_pmap(self, ctx) -> bool:
