@@ -35,6 +35,13 @@ def _blocked(source: str) -> tuple[int, str] | None:
     return marks[0] if marks else None
 
 
+def assert_blocks_at(text: str, marker: str, reason: str) -> None:
+    """The global view of ``text`` is blocked at the first line holding ``marker``, for ``reason``."""
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+
+
 def test_every_case_has_a_fixture_pair():
     outs = sorted(p.name.removesuffix(".out.py") for p in FIXTURES.glob("*.out.py"))
     assert CASES and outs == CASES
@@ -264,9 +271,7 @@ def test_a_factory_whose_step_cannot_be_followed_blocks_with_the_line(old, new, 
         text = text.replace("    p_eval_step = make_eval_step(params)\n", "").replace(
             "    rng = np.random.default_rng(0)", "    p_eval_step = make_eval_step(params)\n    rng = np.random.default_rng(0)")
     assert text != _FACTORY
-    view = plan_global(text)
-    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
-    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+    assert_blocks_at(text, marker, reason)
 
 
 _READERS = (FIXTURES / "functions_given_step_values.in.py").read_text()
@@ -288,9 +293,7 @@ _READERS = (FIXTURES / "functions_given_step_values.in.py").read_text()
 def test_a_function_given_step_values_that_cannot_be_read_blocks(old, new, marker, reason):
     text = _READERS.replace(old, new)
     assert text != _READERS
-    view = plan_global(text)
-    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
-    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+    assert_blocks_at(text, marker, reason)
 
 
 def test_a_key_folded_with_another_axis_index_blocks():
@@ -362,9 +365,7 @@ _OBJECT = (FIXTURES / "step_on_an_object.in.py").read_text()
 def test_an_object_whose_attributes_escape_blocks_with_the_line(old, new, marker, reason):
     text = _OBJECT.replace(old, new)
     assert text != _OBJECT
-    view = plan_global(text)
-    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
-    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+    assert_blocks_at(text, marker, reason)
 
 
 @pytest.mark.parametrize(("step", "reason"), [
@@ -417,9 +418,7 @@ _INIT = (FIXTURES / "pmap_of_an_init_function.in.py").read_text()
 def test_a_pmapped_function_of_unknown_body_is_followed_only_on_replicated_values(old, new, marker, reason):
     text = _INIT.replace(old, new)
     assert text != _INIT
-    view = plan_global(text)
-    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
-    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+    assert_blocks_at(text, marker, reason)
 
 
 def test_a_pmapped_function_of_unknown_body_may_be_given_a_steps_replicated_output():
@@ -501,9 +500,7 @@ _FLAX_MODEL = (FIXTURES / "flax_dropout_model.in.py").read_text()
 def test_a_flax_model_step_blocks_where_pmap_and_the_global_view_differ(old, new, marker, reason):
     text = _FLAX_MODEL.replace(old, new)
     assert text != _FLAX_MODEL
-    view = plan_global(text)
-    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
-    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+    assert_blocks_at(text, marker, reason)
 
 
 def test_a_field_of_a_replicated_state_is_replicated():
@@ -589,9 +586,7 @@ _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 def test_a_generators_batches_used_where_the_fix_cannot_lay_them_out_block(old, new, marker, reason):
     text = _GENERATORS.replace(old, new)
     assert text != _GENERATORS
-    view = plan_global(text)
-    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
-    assert not view.possible and view.line == line and reason in view.reason, view.blocker
+    assert_blocks_at(text, marker, reason)
 
 
 def test_jax_device_count_counts_the_devices_pmap_maps_only_in_one_process():

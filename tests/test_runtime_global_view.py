@@ -198,6 +198,11 @@ def _two_processes(program: Path, tmp_path: Path, label: str) -> list[dict]:
     return outputs
 
 
+def assert_two_processes_give_the_pmap_results(old: Path, new: Path, tmp_path: Path) -> None:
+    """Run both programs as 2 processes x 2 devices: each process's new results are pmap's."""
+    assert_pmap_results_on_every_process(_two_processes(old, tmp_path, "old"), _two_processes(new, tmp_path, "new"))
+
+
 def assert_pmap_results_on_every_process(old_out: list[dict], new_out: list[dict]) -> None:
     """Each process's new results are pmap's (rtol 1e-5), and the same on every process (replicated)."""
     for process in range(2):
@@ -213,9 +218,7 @@ def test_two_processes_give_the_pmap_results(tmp_path):
     old = RUNTIME / "global_optstate_metrics" / "old.py"
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
-    old_out = _two_processes(old, tmp_path, "old")
-    new_out = _two_processes(new, tmp_path, "new")
-    assert_pmap_results_on_every_process(old_out, new_out)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
 PROGRAMS_OF_MODULES = {name: REPO / "fixtures" / "migrate" / "to_global_jit" / name
@@ -262,9 +265,7 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
     process index); the batch made global with make_array_from_process_local_data, the step
     still averages over the 4 devices of both."""
     old, new = _program_of_modules(tmp_path, name)
-    old_out = _two_processes(old, tmp_path, "old")
-    new_out = _two_processes(new, tmp_path, "new")
-    assert_pmap_results_on_every_process(old_out, new_out)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
 @pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments",
@@ -276,9 +277,7 @@ def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path)
     old = OLD[case]
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
-    old_out = _two_processes(old, tmp_path, "old")
-    new_out = _two_processes(new, tmp_path, "new")
-    assert_pmap_results_on_every_process(old_out, new_out)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
 def test_two_processes_give_the_pmap_results_for_a_pmapped_function_of_unknown_body(tmp_path):
@@ -292,9 +291,7 @@ def test_two_processes_give_the_pmap_results_for_a_pmapped_function_of_unknown_b
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
     assert "out_shardings=NamedSharding(mesh, P())" in new.read_text()
-    old_out = _two_processes(old, tmp_path, "old")
-    new_out = _two_processes(new, tmp_path, "new")
-    assert_pmap_results_on_every_process(old_out, new_out)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
 def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_path):
@@ -307,9 +304,7 @@ def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_pat
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
     assert "make_array_from_process_local_data(NamedSharding(mesh, P(\"batch\")), next(batches))" in new.read_text()
-    old_out = _two_processes(old, tmp_path, "old")
-    new_out = _two_processes(new, tmp_path, "new")
-    assert_pmap_results_on_every_process(old_out, new_out)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
 def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
