@@ -10,7 +10,9 @@ One idea per module:
 ``shapes``   which expressions add or remove pmap's leading device axis (broadcasts, device-count
              reshapes, ``x[0]``);
 ``helpers``  the program's own replicate / shard / unreplicate helpers, known by their bodies;
-``driving``  the code that drives the steps, followed into and out of the functions it calls;
+``driving``  the code that drives the steps, followed into and out of the functions it calls, and
+             the generators that make their batches;
+``hints``    what made a value it does not recognise, told in the finding;
 ``options``  how pmap is applied (options however passed, the function it maps);
 ``render``   the plan written: jit, the mesh where the driving code runs, layouts, collectives.
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
+from jaxmigrate.migrate.global_view.hints import made_by
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
     class_level_names,
@@ -107,18 +108,10 @@ UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 APP_RUN = "absl.app.run"
-_STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 # What an array (not a pytree's field) answers, which counts pmap's device axis or its devices.
 _ARRAY_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "mT", "nbytes", "flat", "at", "sharding", "devices",
                                "addressable_shards", "addressable_data", "device_buffers", "global_shards"})
-_SPLITS = frozenset(f"{np}.{name}" for np in ("jax.numpy", "numpy") for name in ("split", "array_split"))
-_HINTS = {
-    "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
-    "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
-    "flax.jax_utils.pad_shard_unpad": "wraps the step in pmap's convention; call the jitted step on the "
-    "padded global batch instead",
-}
 
 
 @dataclass
@@ -393,7 +386,7 @@ class DriverAnalyzer:
         # A parameter this call leaves to its default holds that default: a host value.
         inner = {a.arg: HOST for a in [*func.args.args, *func.args.kwonlyargs]}
         kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
-        for (name, value), kind in zip(given.items(), kinds + [self.expr(k.value, env) for k in node.keywords]):
+        for name, kind in zip(given, kinds + [self.expr(k.value, env) for k in node.keywords]):
             inner[name] = kind
         outer_names, self._device_names = self._device_names, set()
         for name, kind in inner.items():
@@ -1025,7 +1018,7 @@ class DriverAnalyzer:
             elif any(leaf not in DEVICE and not isinstance(leaf, KeyedState) for leaf in leaves):
                 raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not made by a "
                               "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
-                              + self._hint(arg))
+                              + made_by(self, arg))
             step.params[i] = _join_kind(step.params[i], _to_kind(kind))
         if step.opaque is not None:
             # `jax.jit(f, out_shardings=NamedSharding(mesh, P()))`: the output laid out as pmap's
@@ -1054,64 +1047,6 @@ class DriverAnalyzer:
         if len(given) != len(step.params):
             raise Blocked(node.lineno, f"`{step.name}` is called with {len(given)} arguments")
         return sorted(given, key=lambda item: item[0])
-
-    def _hint(self, arg: ast.expr, depth: int = 0) -> str:
-        """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead
-        (a parameter of a function being read at its call: what that call passed)."""
-        producers: list[ast.AST] = [arg]
-        if isinstance(arg, ast.Name) and depth < len(self._passed) and self._inline \
-                and self.scope_of(arg) is self._inline[-1 - depth][0] and arg.id in self._passed[-1 - depth]:
-            return self._hint(self._passed[-1 - depth][arg.id], depth + 1)
-        # What the names in it were bound to, and what the program's functions called there
-        # return, a few steps back (imagenet's `batch` of `train_iter`, of `create_input_iter(...)`,
-        # which returns `it`, made by `prefetch_to_device(it, 2)`).
-        seen: set[int] = set()
-        for _ in range(5):
-            for name in [n for p in producers for n in ast.walk(p) if isinstance(n, ast.Name) and id(n) not in seen]:
-                seen.add(id(name))
-                scope = self.scope_of(name)
-                producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
-                              and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
-                producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
-                              and any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(n.target))]
-                made = self.names.bindings(name)
-                if len(made) == 1 and isinstance(made[0], OpaqueBinding) and isinstance(made[0].node, ast.FunctionDef):
-                    producers += [n.value for n in ast.walk(made[0].node)
-                                  if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
-        for producer in producers:
-            for call in ast.walk(producer):
-                if not isinstance(call, ast.Call):
-                    continue
-                name = self._qualified(call.func)
-                if name in _HINTS:
-                    return f"; `{self._short(call)}` (line {call.lineno}) {_HINTS[name]}"
-                if name == DEVICE_PUT_REPLICATED and len(call.args) == 2:
-                    return (f"; `{self._short(call)}` (line {call.lineno}) replicates onto "
-                            f"`{self._short(call.args[1])}`, not shown to be every local device, which the mesh holds")
-                stacked = self._stacks(call.func)
-                if stacked is not None:
-                    return (f"; `{self._short(call)}` (line {call.lineno}) gives values stacked on a new leading "
-                            f"axis (`{self._short(stacked)}`, line {stacked.lineno}): one whole value per device, "
-                            "not the slices of one batch that a reshape or `shard` makes")
-        return ""
-
-    def _stacks(self, func: ast.expr) -> ast.Call | None:
-        """The ``stack`` call in what a def of this module called as ``func`` returns or yields
-        (jraph's ``device_batch`` generator stacks ``local_device_count()`` graph batches)."""
-        if not isinstance(func, ast.Name):
-            return None
-        bindings = self.names.bindings(func)
-        if len(bindings) != 1 or not isinstance(bindings[0], OpaqueBinding) \
-                or not isinstance(bindings[0].node, ast.FunctionDef):
-            return None
-        for node in ast.walk(bindings[0].node):
-            if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
-                for call in ast.walk(node.value):
-                    if isinstance(call, ast.Call) and self._qualified(call.func) in _STACKS and not (
-                            call.args and isinstance(call.args[0], ast.Call)
-                            and self._qualified(call.args[0].func) in _SPLITS):
-                        return call  # (a stack of `split(x, n)` is a reshape: slices of one batch)
-        return None
 
     # -- patterns --------------------------------------------------------------------------
 

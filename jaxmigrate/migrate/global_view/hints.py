@@ -1,0 +1,82 @@
+"""What made a value the global view does not recognise, told in its finding with what to use
+instead: ``prefetch_to_device``, ``pad_shard_unpad``, a replication onto some of the devices, a
+generator that stacks whole values per device. Read back from the argument through the names it
+was bound from and the program's functions that return it."""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.names import OpaqueBinding
+
+DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
+_STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
+_SPLITS = frozenset(f"{np}.{name}" for np in ("jax.numpy", "numpy") for name in ("split", "array_split"))
+_HINTS = {
+    "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
+    "host batch a global array with `jax.make_array_from_process_local_data` (prefetching those if needed)",
+    "flax.jax_utils.pad_shard_unpad": "wraps the step in pmap's convention; call the jitted step on the "
+    "padded global batch instead",
+}
+
+
+def made_by(drivers, arg: ast.expr, depth: int = 0) -> str:
+    """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead
+    (a parameter of a function being read at its call: what that call passed). ``drivers``: the
+    ``driving.DriverAnalyzer`` reading the code around ``arg``."""
+    producers: list[ast.AST] = [arg]
+    if isinstance(arg, ast.Name) and depth < len(drivers._passed) and drivers._inline \
+            and drivers.scope_of(arg) is drivers._inline[-1 - depth][0] and arg.id in drivers._passed[-1 - depth]:
+        return made_by(drivers, drivers._passed[-1 - depth][arg.id], depth + 1)
+    names, short = drivers.names, drivers._short
+    # What the names in it were bound to, and what the program's functions called there
+    # return, a few steps back (imagenet's `batch` of `train_iter`, of `create_input_iter(...)`,
+    # which returns `it`, made by `prefetch_to_device(it, 2)`).
+    seen: set[int] = set()
+    for _ in range(5):
+        for name in [n for p in producers for n in ast.walk(p) if isinstance(n, ast.Name) and id(n) not in seen]:
+            seen.add(id(name))
+            scope = drivers.scope_of(name)
+            producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                          and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+            producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
+                          and any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(n.target))]
+            made = names.bindings(name)
+            if len(made) == 1 and isinstance(made[0], OpaqueBinding) and isinstance(made[0].node, ast.FunctionDef):
+                producers += [n.value for n in ast.walk(made[0].node)
+                              if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
+    for producer in producers:
+        for call in ast.walk(producer):
+            if not isinstance(call, ast.Call):
+                continue
+            qualified = names.qualified_name(call.func)
+            if qualified in _HINTS:
+                return f"; `{short(call)}` (line {call.lineno}) {_HINTS[qualified]}"
+            if qualified == DEVICE_PUT_REPLICATED and len(call.args) == 2:
+                return (f"; `{short(call)}` (line {call.lineno}) replicates onto `{short(call.args[1])}`, not "
+                        "shown to be every local device, which the mesh holds")
+            stacked = _stacks(names, call.func)
+            if stacked is not None:
+                return (f"; `{short(call)}` (line {call.lineno}) gives values stacked on a new leading axis "
+                        f"(`{short(stacked)}`, line {stacked.lineno}): one whole value per device, not the "
+                        "slices of one batch that a reshape or `shard` makes")
+    return ""
+
+
+def _stacks(names, func: ast.expr) -> ast.Call | None:
+    """The ``stack`` call in what a def of this module called as ``func`` returns or yields
+    (jraph's ``device_batch`` generator stacks ``local_device_count()`` graph batches)."""
+    if not isinstance(func, ast.Name):
+        return None
+    bindings = names.bindings(func)
+    if len(bindings) != 1 or not isinstance(bindings[0], OpaqueBinding) \
+            or not isinstance(bindings[0].node, ast.FunctionDef):
+        return None
+    for node in ast.walk(bindings[0].node):
+        if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
+            for call in ast.walk(node.value):
+                if isinstance(call, ast.Call) and names.qualified_name(call.func) in _STACKS and not (
+                        call.args and isinstance(call.args[0], ast.Call)
+                        and names.qualified_name(call.args[0].func) in _SPLITS):
+                    return call  # (a stack of `split(x, n)` is a reshape: slices of one batch)
+    return None
