@@ -703,3 +703,23 @@ def test_what_made_a_batch_is_named_through_the_functions_that_return_it():
     view = plan_global(text)
     assert not view.possible and "`jax_utils.prefetch_to_device(it, 2)` (line 14) yields batches with pmap's " \
         "device axis" in view.reason, view.blocker
+
+
+@pytest.mark.parametrize(("eval_step_change", "still"), [
+    pytest.param(None, None, id="a step that would move: only the argument is named"),
+    pytest.param(('batch["x"], mutable=False)', 'batch["x"], mutable=["batch_stats"])'),
+                 "the step still would not compute the same over the whole batch: line 47: `pmean` of a value not "
+                 "proven a per-shard mean; it is the model is applied with `mutable=`",
+                 id="a step that keeps per-device statistics: that is named too"),
+])
+def test_an_argument_not_recognised_is_told_with_what_the_step_would_do_with_a_batch(eval_step_change, still):
+    # flax's ImageNet example: its batches come from `prefetch_to_device`, its BatchNorm is per device.
+    text = _FLAX_MODEL.replace("p_eval_step(state.params, shard(eval_batch))",
+                               "p_eval_step(state.params, make_batches(eval_batch))")
+    if eval_step_change is not None:
+        text = text.replace(*eval_step_change)
+    view = plan_global(text)
+    assert not view.possible and "argument 2 of `p_eval_step` (`make_batches(eval_batch)`) is not made by" \
+        in view.reason, view.blocker
+    assert ("still would not" in view.reason) is (still is not None) and (still is None or still in view.reason), \
+        view.blocker

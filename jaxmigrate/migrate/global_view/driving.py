@@ -1018,7 +1018,7 @@ class DriverAnalyzer:
             elif any(leaf not in DEVICE and not isinstance(leaf, KeyedState) for leaf in leaves):
                 raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is not made by a "
                               "replicate, shard or device-count reshape this fix recognises (nor by the step itself)"
-                              + made_by(self, arg))
+                              + made_by(self, arg), argument=(step, i))
             step.params[i] = _join_kind(step.params[i], _to_kind(kind))
         if step.opaque is not None:
             # `jax.jit(f, out_shardings=NamedSharding(mesh, P()))`: the output laid out as pmap's

@@ -79,10 +79,13 @@ Kind = Atom | U | Seq | Record | Fields | Outputs | Fn | Grad
 class Blocked(Exception):
     """The global view cannot be proven; ``line`` is where, the message says why."""
 
-    def __init__(self, line: int, message: str) -> None:
+    def __init__(self, line: int, message: str, argument: tuple | None = None) -> None:
         super().__init__(message)
         self.line = line
         self.message = message
+        # (step, position) of a step's argument the driving code's analysis does not recognise:
+        # what the step would do with it laid out as a batch is worth telling too.
+        self.argument = argument
 
 
 def join(a: Kind, b: Kind) -> Kind:

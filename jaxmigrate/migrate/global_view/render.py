@@ -59,7 +59,10 @@ class Builder:
         factories = frozenset(id(step.factory) for step in self.steps.values() if step.factory is not None)
         analyses = {}
         for _ in range(4):
-            drivers.analyse()
+            try:
+                drivers.analyse()
+            except Blocked as blocked:
+                raise self._with_what_the_step_does(blocked, drivers, factories) from None
             for step in self.steps.values():
                 if step.name in drivers.called:
                     continue
@@ -123,6 +126,33 @@ class Builder:
         removed = self._drop_unused_helpers(drivers.edits.values())
         self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
         return self.plan
+
+    def _with_what_the_step_does(self, blocked: Blocked, drivers, factories) -> Blocked:
+        """Where an argument of a step is made by something the driving code's analysis does not
+        recognise (an input pipeline, often), whether the step itself could move: read with that
+        argument as a batch split per device and the others as they are known (replicated where not
+        known yet). A step that computes something else over the whole batch (BatchNorm statistics
+        of each device's slice) is the reason that counts: a new input pipeline would not change it."""
+        if blocked.argument is None:
+            return blocked
+        step, position = blocked.argument
+        if step.opaque is not None or step.func is None:
+            return blocked
+        params = [R if p == BOT else p for p in step.params]
+        params[position] = S
+        why = None
+        try:
+            analysis = StepAnalyzer(self.module, step.axis, drivers.scopes | factories).analyse(
+                step.func, params, step.bound)
+            unknown = next((leaf for leaf in leaves(analysis.output) if isinstance(leaf, U)), None)
+            if unknown is not None:
+                why = f"line {unknown.line or step.line}: `{step.name}` returns {describe(unknown)} ({unknown.why})"
+        except Blocked as inner:
+            why = f"line {inner.line}: {inner.message}"
+        if why is None:
+            return blocked
+        return Blocked(blocked.line, f"{blocked.message}; and with it laid out as a batch, the step still would not "
+                       f"compute the same over the whole batch: {why}")
 
     def _object_mesh(self, firsts) -> tuple[ast.FunctionDef, str, ast.stmt] | None:
         """Where a class holding the step builds its one mesh: when every value is laid out in its
