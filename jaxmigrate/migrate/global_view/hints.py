@@ -31,20 +31,27 @@ def made_by(drivers, arg: ast.expr, depth: int = 0) -> str:
     names, short = drivers.names, drivers._short
     # What the names in it were bound to, and what the program's functions called there
     # return, a few steps back (imagenet's `batch` of `train_iter`, of `create_input_iter(...)`,
-    # which returns `it`, made by `prefetch_to_device(it, 2)`).
-    seen: set[int] = set()
+    # which returns `it`, made by `prefetch_to_device(it, 2)`). Each name of each scope is looked
+    # up once, in an index of its scope's assignments made once.
+    indexes: dict[int, dict[str, list[ast.AST]]] = {}
+    looked_up: set[tuple[int, str]] = set()
+    layer = list(producers)
     for _ in range(5):
-        for name in [n for p in producers for n in ast.walk(p) if isinstance(n, ast.Name) and id(n) not in seen]:
-            seen.add(id(name))
+        found = []
+        for name in (n for p in layer for n in ast.walk(p) if isinstance(n, ast.Name)):
             scope = drivers.scope_of(name)
-            producers += [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
-                          and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
-            producers += [n.iter for n in ast.walk(scope) if isinstance(n, ast.For)
-                          and any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(n.target))]
+            if (id(scope), name.id) in looked_up:
+                continue
+            looked_up.add((id(scope), name.id))
+            if id(scope) not in indexes:
+                indexes[id(scope)] = _bound_values(scope)
+            found += indexes[id(scope)].get(name.id, [])
             made = names.bindings(name)
             if len(made) == 1 and isinstance(made[0], OpaqueBinding) and isinstance(made[0].node, ast.FunctionDef):
-                producers += [n.value for n in ast.walk(made[0].node)
-                              if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
+                found += [n.value for n in ast.walk(made[0].node)
+                          if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
+        producers += found
+        layer = found
     for producer in producers:
         for call in ast.walk(producer):
             if not isinstance(call, ast.Call):
@@ -80,3 +87,18 @@ def _stacks(names, func: ast.expr) -> ast.Call | None:
                         and names.qualified_name(call.args[0].func) in _SPLITS):
                     return call  # (a stack of `split(x, n)` is a reshape: slices of one batch)
     return None
+
+
+def _bound_values(scope: ast.AST) -> dict[str, list[ast.AST]]:
+    """The values each name of ``scope`` (and of what it nests) is assigned, or iterates over."""
+    values: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, ast.For):
+            for target in ast.walk(node.target):
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(node.iter)
+    return values
