@@ -44,11 +44,14 @@ OLD["global_hugging_face_train_state"] = (REPO / "fixtures" / "migrate" / "to_gl
                                           / "hugging_face_train_state.in.py")
 OLD["global_batches_from_generators"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                          / "batches_from_generators.in.py")
+OLD["global_state_with_function_fields"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                            / "state_with_function_fields.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
-FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state"}
+FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
+        "global_state_with_function_fields"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -63,7 +66,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_fold_in_axis_index": "['params']", "global_step_on_an_object": "['params']",
           "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']",
           "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']",
-          "global_hugging_face_train_state": "['params']", "global_batches_from_generators": "['params']"}
+          "global_hugging_face_train_state": "['params']", "global_batches_from_generators": "['params']",
+          "global_state_with_function_fields": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -318,3 +322,25 @@ def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
     assert "probs = probs.reshape(-1, probs.shape[-1])" in new.read_text()
     report = verify(old, new, ["main"], devices=8, timeout=240)
     assert report.equal, render_text(report)
+
+
+@pytest.mark.parametrize(("case", "rows"), [
+    ("global_eval_predictions", "['probs']"),
+    ("global_state_with_function_fields", "['predicted']"),
+])
+def test_per_example_outputs_read_on_each_host_are_that_process_rows_as_under_pmap(case, rows, tmp_path):
+    """Each process evaluates its own examples; pmap hands each its own rows of the predictions,
+    the global view each process its own rows of the global array (multihost_utils)."""
+    old = tmp_path / "old.py"
+    old.write_text(OLD[case].read_text().replace(
+        "rng = np.random.default_rng(2)", "rng = np.random.default_rng(2 + jax.process_index())"))
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "multihost_utils.global_array_to_host_local_array(" in new.read_text()
+    old_out = _two_processes(old, tmp_path, "old")
+    new_out = _two_processes(new, tmp_path, "new")
+    for process in range(2):
+        assert sorted(old_out[process]) == sorted(new_out[process])
+        for key, value in old_out[process].items():
+            np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+    assert not np.array_equal(old_out[0][rows], old_out[1][rows])  # each process its own rows

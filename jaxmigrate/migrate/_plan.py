@@ -79,6 +79,16 @@ class Namer:
             return "np"
         raise Unprovable("the name `np` is bound to something other than numpy here")
 
+    def multihost_utils(self) -> str:
+        """``jax.experimental.multihost_utils`` as this module can spell it."""
+        alias = self.module.module_alias("jax.experimental.multihost_utils")
+        if alias:
+            return alias
+        if self.module.free("multihost_utils"):
+            self.plan.add_imports.add(("jax.experimental", "multihost_utils", None))
+            return "multihost_utils"
+        raise Unprovable("the name `multihost_utils` is bound to something else here")
+
     def sharding(self, obj: str, short: str | None = None) -> str:
         """``jax.sharding.<obj>`` as this module can spell it (``short`` is a preferred alias)."""
         for qualname in (f"jax.sharding.{obj}", f"jax.{obj}"):

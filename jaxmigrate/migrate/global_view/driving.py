@@ -150,7 +150,7 @@ class Step:
 @dataclass
 class DriverEdit:
     node: ast.AST
-    action: str  # replicate | shard | index | unshard | key | metrics | opaque
+    action: str  # replicate | shard | index | unshard | local | key | metrics | opaque | source | place
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
     keys: tuple[str, ...] = ()  # fields a replication gave one RNG key per device (``KeyedState``)
@@ -219,6 +219,9 @@ class DriverAnalyzer:
             self.factory_calls: set[int] = set()
             self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
             self.reader_calls: set[int] = set()
+            # Functions of the module the driving code gives host values only (a `create_train_state`):
+            # each with the calls that do.
+            self._given_host: dict[int, tuple[ast.FunctionDef, set[int]]] = {}
             self.method_reader_calls: set[int] = set()
             self._wrapper_edits.clear()
             for scope in scopes:
@@ -242,6 +245,19 @@ class DriverAnalyzer:
                                                      and id(self.module.parent_of(node)) in self.method_reader_calls):
                     raise Blocked(node.lineno, f"`{owner.name}.{method.name}` is given values with pmap's device "
                                   "axis elsewhere, and is called or used here where this fix does not read it")
+
+    def host_scopes(self) -> frozenset[int]:
+        """The functions whose locals are host values, the same on every device: the driving code,
+        and the functions of the module it alone calls, with host values at every call (a step's
+        loss kept in a `TrainState` field may close over the locals of the one that made it)."""
+        given_host = set()
+        for func, calls in self._given_host.values():
+            uses = reads_of(self.module, func.name, func)
+            if uses and all(isinstance(self.module.parent_of(use), ast.Call) and self.module.parent_of(use).func is use
+                            and id(self.module.parent_of(use)) in calls for use in uses) \
+                    and id(func) not in self.readers:
+                given_host.add(id(func))
+        return self.scopes | given_host
 
     def _assigned_attributes(self) -> set[tuple[int, str]]:
         """(class, attribute) of every ``self.<attribute> = ...`` in a class holding a step."""
@@ -850,6 +866,7 @@ class DriverAnalyzer:
                     return made
                 for key in set(self.edits) - before:
                     del self.edits[key]
+            self._given_host.setdefault(id(reader), (reader, set()))[1].add(id(node))
             return HOST  # a function of the module given host values (read above), as any call
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
@@ -963,14 +980,13 @@ class DriverAnalyzer:
     def _unshard(self, node: ast.Call, inner: ast.expr, kind, rewrite: bool = True) -> None:
         """The rows of a value split per device, read whole on the host. Under pmap a process
         holds its own devices' rows; a global array laid out over several processes' devices
-        holds all of theirs, and no process can read it whole. (A generator's host batch was never
-        laid out: it is the process's own.)"""
-        multi = planner_of(self.module).multi_process
-        if kind == DSHARD and multi:
-            raise Blocked(node.lineno, f"`{self._short(node)}` reads per-example values on the host: this module "
-                          f"runs as several processes ({multi}), where pmap gives each process its own rows and "
-                          "the global view's array holds every process's, which no process can read whole")
-        if rewrite:
+        holds all of theirs, and no process can read it whole: in a module that runs as several
+        processes, each reads its own with `multihost_utils.global_array_to_host_local_array`,
+        JAX's own way back from a global array to what pmap gave ("local"). (A generator's host
+        batch was never laid out: it is the process's own.)"""
+        if kind == DSHARD and planner_of(self.module).multi_process:
+            self._edit(node if rewrite else inner, "local", inner)
+        elif rewrite:
             self._edit(node, "unshard", inner)
 
     def _every_local_device(self, devices: ast.expr) -> bool:

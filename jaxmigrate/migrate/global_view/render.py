@@ -76,7 +76,7 @@ class Builder:
                     changed = changed or step.outputs != R
                     step.outputs = R
                     continue
-                analysis = StepAnalyzer(self.module, step.axis, drivers.scopes | factories).analyse(
+                analysis = StepAnalyzer(self.module, step.axis, drivers.host_scopes() | factories).analyse(
                     step.func, step.params, step.bound)
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
@@ -108,7 +108,7 @@ class Builder:
             self._collective(edit)
         # Only placements read the mesh: a function that just reads values back needs none.
         placements = [e.node for e in drivers.edits.values()
-                      if e.action in ("replicate", "shard", "opaque", "key", "place")]
+                      if e.action in ("replicate", "shard", "opaque", "key", "place", "local")]
         firsts = self._first_placements(placements, drivers.scope_of)
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
@@ -142,7 +142,7 @@ class Builder:
         params[position] = S
         why = None
         try:
-            analysis = StepAnalyzer(self.module, step.axis, drivers.scopes | factories).analyse(
+            analysis = StepAnalyzer(self.module, step.axis, drivers.host_scopes() | factories).analyse(
                 step.func, params, step.bound)
             unknown = next((leaf for leaf in leaves(analysis.output) if isinstance(leaf, U)), None)
             if unknown is not None:
@@ -573,6 +573,12 @@ class Builder:
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
             self._around(edit, f"{jax}.jit(", f", out_shardings={named}({mesh}, {spec}()))")
+        elif edit.action == "local":  # a process's own rows of a global array, as pmap gave them
+            spec = self.namer.sharding("PartitionSpec", "P")
+            self._around(edit, f"{self.namer.multihost_utils()}.global_array_to_host_local_array(",
+                         f", {mesh}, {spec}({json.dumps(self.axis)}))")
+            if isinstance(edit.node, ast.Call) and edit.node is not edit.inner:
+                self._drop_import(edit.node.func)
         elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
             self._around(edit, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), *{jax}.device_get(", "))")
             self._drop_import(edit.node.func)

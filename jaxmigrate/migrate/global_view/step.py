@@ -438,6 +438,15 @@ class StepAnalyzer:
             return Seq(tuple(flat(self.expr(a, frame), node.lineno) for a in node.args))
         if not qualified and self._model_call(node, frame):
             return self._apply_model(node, frame)
+        stored = self._field_functions(node.func, frame)
+        if stored is not None:
+            if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+                return U(f"`.{node.func.attr}(...)` is called with keyword or starred arguments", node.lineno)
+            args = [self.expr(a, frame) for a in node.args]
+            kind = BOT
+            for fn in stored:  # any of them may be the one the state holds
+                kind = join(kind, self._call_def(fn.node, args, fn.frame))
+            return kind
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return self._opaque(node, frame)
         callee = self.expr(node.func, frame) if not qualified else None
@@ -715,6 +724,21 @@ class StepAnalyzer:
         kept = tuple((name, kind) for name, kind in sorted(fields.items()) if kind != R)
         return Fields(kept) if kept else R
 
+    def _field_functions(self, func: ast.expr, frame: Frame) -> list[Fn] | None:
+        """``state.loss_fn`` of a ``TrainState`` that keeps functions in static fields
+        (``loss_fn: Callable = struct.field(pytree_node=False)``, the Hugging Face examples'): every
+        function of the module the program stores there, where the one class declaring that field
+        is made and replaced only in this module and each value is a def or lambda of it."""
+        if not isinstance(func, ast.Attribute):
+            return None
+        state = self.expr(func.value, frame)
+        if not (state == R or isinstance(state, Fields) and state.field(func.attr) == R):
+            return None
+        found = self.module.shared.get("static_function_fields")
+        if found is None:
+            found = self.module.shared["static_function_fields"] = _static_function_fields(self.module)
+        return found.get(func.attr)
+
     def _model_call(self, node: ast.Call, frame: Frame) -> bool:
         """A model applied: flax's and haiku's ``model.apply(...)`` / ``state.apply_fn(...)``, or a
         Hugging Face model called as its examples call it, ``model(**batch, params=params,
@@ -845,3 +869,47 @@ def _feature_axis(index: ast.expr) -> bool:
     except ValueError:
         return False
     return type(value) is int and value != 0
+
+
+def _static_function_fields(module) -> dict[str, list[Fn]]:
+    """Per field name, the functions the module stores in it, for each static field (``pytree_node=
+    False``) one class of the module declares, whose every value given by a keyword of that name
+    (to the class, its ``create`` or any ``replace``) is a def or lambda of the module. A class a
+    module-level name of a module that is not a script offers to others is left out: they may
+    store anything."""
+    names = module.names
+    declared: dict[str, list[ast.ClassDef]] = {}
+    for cls in module.of_type(ast.ClassDef):
+        for statement in cls.body:
+            value = getattr(statement, "value", None)
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                    and isinstance(value, ast.Call) and names.qualified_name(value.func) == "flax.struct.field" \
+                    and any(k.arg == "pytree_node" and isinstance(k.value, ast.Constant) and k.value.value is False
+                            for k in value.keywords):
+                declared.setdefault(statement.target.id, []).append(cls)
+    script = any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in module.tree.body)
+    fields: dict[str, list[Fn]] = {}
+    for name, classes in declared.items():
+        cls = classes[0]
+        if len(classes) != 1 or module.parent_of(cls) is module.tree and not (script or cls.name.startswith("_")):
+            continue
+        stored: list[Fn] | None = []
+        for call in module.of_type(ast.Call):
+            for keyword in call.keywords:
+                if keyword.arg != name:
+                    continue
+                value = keyword.value
+                bindings = names.bindings(value) if isinstance(value, ast.Name) else []
+                if isinstance(value, ast.Lambda):
+                    stored.append(Fn(value, None))
+                elif len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) \
+                        and isinstance(bindings[0].node, ast.FunctionDef):
+                    stored.append(Fn(bindings[0].node, None))
+                else:
+                    stored = None
+                    break
+            if stored is None:
+                break
+        if stored:
+            fields[name] = stored
+    return fields
