@@ -615,12 +615,16 @@ def test_a_batch_entry_popped_and_chained_on_the_host_has_its_rows_in_order():
                                "import chain\n").replace(
         '    params = tree_map(lambda x: x[0], replicated_params)\n',
         '    for batch in eval_collator(rng, 16, 1):\n        targets = batch.pop("targets")\n'
-        '        rows = list(chain(*targets))\n    params = tree_map(lambda x: x[0], replicated_params)\n')
-    assert text.count("chain") == 2
+        '        rows = list(chain(*targets))\n        kept = np.array(chain(*targets))\n'
+        '    params = tree_map(lambda x: x[0], replicated_params)\n')
+    assert text.count("chain") == 3
     view = plan_global(text)
     assert view.possible, view.blocker
     fixed = fix(text, set())
     assert "        rows = list(targets)\n" in fixed and "from itertools import chain" not in fixed
+    # not iterated where it stands: still an iterator (the Hugging Face NER example's
+    # `np.array(chain(*batch["attention_mask"]))` is an array of one object, and stays one)
+    assert "        kept = np.array(iter(targets))\n" in fixed
 
 
 def test_a_function_given_step_values_may_be_called_with_keywords_and_defaults():
@@ -746,3 +750,18 @@ def test_functions_in_a_state_field_are_followed_where_the_program_stores_only_i
     text = closing.replace(old, new)
     assert text != closing
     assert_blocks_at(text, marker, reason)
+
+
+@pytest.mark.parametrize(("comprehension", "possible"), [
+    pytest.param("[t for t in chain(*targets)]", True, id="its first iterable, read here: the rows"),
+    pytest.param("[t * replicated_params[0][1] for t in range(3)]", False,
+                 id="a device-axis value read inside it, where this fix does not follow"),
+])
+def test_a_comprehension_is_read_where_its_first_iterable_is_evaluated(comprehension, possible):
+    text = _GENERATORS.replace("from functools import partial\n", "from functools import partial\nfrom itertools "
+                               "import chain\n").replace(
+        '    params = tree_map(lambda x: x[0], replicated_params)\n',
+        '    for batch in eval_collator(rng, 16, 1):\n        targets = batch.pop("targets")\n'
+        f'        rows = {comprehension}\n    params = tree_map(lambda x: x[0], replicated_params)\n')
+    assert comprehension in text
+    assert plan_global(text).possible is possible, plan_global(text).blocker

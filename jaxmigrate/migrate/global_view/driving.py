@@ -154,6 +154,7 @@ class DriverEdit:
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
     keys: tuple[str, ...] = ()  # fields a replication gave one RNG key per device (``KeyedState``)
+    iterator: bool = False  # the rows it reads are an iterator where it stood (`chain(*x)` not iterated at once)
 
 
 def _hjoin(a, b):
@@ -755,7 +756,15 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
                               "axis, or laid out differently")
             return HOST
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and node.generators:
+            # Its first iterable is evaluated here, in this scope (`[p for p in chain(*predictions)]`);
+            # the rest runs in the comprehension's own, which must not read a device-axis value.
+            self._host(node.generators[0].iter, env)
+            for part in [*(getattr(node, f) for f in ("elt", "key", "value") if hasattr(node, f)),
+                         *node.generators[0].ifs, *node.generators[1:]]:
+                self._no_device_names(part, env)
+            return HOST
+        if isinstance(node, ast.Lambda):
             self._no_device_names(node, env)
             return HOST
         if isinstance(node, ast.Yield) and self._inline and self.scope_of(node) is self._inline[-1][0]:
@@ -929,8 +938,9 @@ class DriverAnalyzer:
             kind = self.expr(inner, env)
             if kind in (DSHARD, SOURCED):
                 # `chain(*predictions)`: the rows of every device's slice, in order; the global
-                # view's array holds them so.
-                self._unshard(node, inner, kind)
+                # view's array holds them so. An iterator, though, where it is not iterated at once
+                # (`np.array(chain(*mask))` is an array of one object, not of the rows).
+                self._unshard(node, inner, kind, iterator=not self._iterated(node))
                 return HOST
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
@@ -977,7 +987,16 @@ class DriverAnalyzer:
             return Source(tuple(k.yields if isinstance(k, Source) else HOST for k in kinds))
         return None
 
-    def _unshard(self, node: ast.Call, inner: ast.expr, kind, rewrite: bool = True) -> None:
+    def _iterated(self, node: ast.expr) -> bool:
+        """Whether ``node`` is only iterated over where it stands: the iterable of a `for` or a
+        comprehension, or the argument of `list`, `tuple`, `sorted`, `enumerate` or `zip`."""
+        parent = self.module.parent_of(node)
+        if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
+            return True
+        return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args \
+            and parent.func.id in ("list", "tuple", "sorted", "enumerate", "zip") and not self.names.bindings(parent.func)
+
+    def _unshard(self, node: ast.Call, inner: ast.expr, kind, rewrite: bool = True, iterator: bool = False) -> None:
         """The rows of a value split per device, read whole on the host. Under pmap a process
         holds its own devices' rows; a global array laid out over several processes' devices
         holds all of theirs, and no process can read it whole: in a module that runs as several
@@ -985,9 +1004,9 @@ class DriverAnalyzer:
         JAX's own way back from a global array to what pmap gave ("local"). (A generator's host
         batch was never laid out: it is the process's own.)"""
         if kind == DSHARD and planner_of(self.module).multi_process:
-            self._edit(node if rewrite else inner, "local", inner)
+            self._edit(node if rewrite else inner, "local", inner, iterator=iterator)
         elif rewrite:
-            self._edit(node, "unshard", inner)
+            self._edit(node, "unshard", inner, iterator=iterator)
 
     def _every_local_device(self, devices: ast.expr) -> bool:
         """``jax.local_devices()``, or ``jax.devices()`` in a module run as one process (jraph
@@ -1087,14 +1106,14 @@ class DriverAnalyzer:
                    for n in ast.walk(generator))
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
-              keys: tuple[str, ...] = ()) -> None:
+              keys: tuple[str, ...] = (), iterator: bool = False) -> None:
         if action == "shard" and self._is_generator(self.scope_of(node)):
             action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
-        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys)
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator)
         for made in self._reads:
             made.add((id(node), action))
 

@@ -575,12 +575,16 @@ class Builder:
             self._around(edit, f"{jax}.jit(", f", out_shardings={named}({mesh}, {spec}()))")
         elif edit.action == "local":  # a process's own rows of a global array, as pmap gave them
             spec = self.namer.sharding("PartitionSpec", "P")
-            self._around(edit, f"{self.namer.multihost_utils()}.global_array_to_host_local_array(",
-                         f", {mesh}, {spec}({json.dumps(self.axis)}))")
+            opening = "iter(" if edit.iterator else ""
+            self._around(edit, f"{opening}{self.namer.multihost_utils()}.global_array_to_host_local_array(",
+                         f", {mesh}, {spec}({json.dumps(self.axis)}))" + (")" if edit.iterator else ""))
             if isinstance(edit.node, ast.Call) and edit.node is not edit.inner:
                 self._drop_import(edit.node.func)
         elif edit.action == "metrics":  # flax's get_metrics: device 0's copies, stacked over time, on the host
             self._around(edit, f"{jax}.tree.map(lambda *xs: {self.namer.numpy()}.stack(xs), *{jax}.device_get(", "))")
+            self._drop_import(edit.node.func)
+        elif edit.iterator:  # `np.array(chain(*mask))`: an iterator over the rows, as chain was
+            self._around(edit, "iter(", ")")
             self._drop_import(edit.node.func)
         else:  # index / unshard: the device axis is gone, the value itself is what was read
             statement = self.module.parent_of(edit.node)
