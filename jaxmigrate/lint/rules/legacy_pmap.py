@@ -105,14 +105,16 @@ class LegacyPmap(LegacyNameRule):
     program's other modules (found as Python's import finds them); generators that yield batches
     split per device (a device-count reshape or `shard` inside them, iterated with `next`, `for`,
     `enumerate`, `zip`, `tqdm`), which then yield whole batches laid out where a step takes them;
-    flax `TrainState`s (`state.params`, `.replace`, `.apply_gradients`) and the Hugging Face
-    examples' `TrainState.replicate` that keeps a dropout key per device; models applied with
+    flax `TrainState`s (`state.params`, `.replace`, `.apply_gradients`, functions kept in static
+    fields) and the Hugging Face examples' `TrainState.replicate` that keeps a dropout key per
+    device; models applied with
     `.apply` / `.apply_fn` or called as `model(**batch, params=..., train=...)[0]`, with dropout
     keys; per-device keys (split per device, or `fold_in` of the device's index) become the one
     key, and the fix says the random streams change. Never a model that keeps statistics of its
     batch (`mutable=` other than `False`, a haiku `transform_with_state`): under pmap it
-    normalises each device's slice. Nor per-example outputs read on the host in a module that
-    runs as several processes (pmap gave each process its own rows). Unsafe: the
+    normalises each device's slice. Per-example outputs read on the host of a module that runs as
+    several processes become each process's own rows (`multihost_utils.
+    global_array_to_host_local_array`), as pmap gave them. Unsafe: the
     calling convention changes (no device axis), float reductions regroup, and callers in other
     modules are not seen. Where it cannot be proven, the finding names the line that blocks it,
     and the exact rewrite is the fix where it is right.
