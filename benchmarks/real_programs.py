@@ -183,6 +183,12 @@ PROJECTS = {
              "46843791ff8e7f4c5162bb776ab8868ada1cf79aa87ecb95a38d93cdf4c794a3"),
             ("run_t5_mlm_flax.py", "00661e38a9e1393472adae9ac71f777b74ccdcde",
              "111e339c28f96c1d501b5e39c36c31c8078cfaf47cf2a0395c5c9f2f26014dd6")))),
+    # Another folder of the same repository, on the same venvs.
+    "hf_flax_text_classification": Project(
+        "hf_flax_text_classification", HF_JAX_0_4_30, HF_JAX_0_10_2, fetched=Fetched(
+            "huggingface/transformers", "examples/flax/text-classification", (
+                ("run_flax_glue.py", "02c067295c47e3021d0a8c3cb3d24c7aaaa8c4b1",
+                 "7c1c8f1e557cd862bf2641de78555faaa2c911568247d1a78599e6abca781284"),))),
 }
 
 
@@ -207,6 +213,7 @@ PROGRAMS = [
     # The scripts save on process 0 only; the drivers return the process index elsewhere.
     RealProgram("hf_clm", "hf_flax_examples", "run_clm_flax.py", True),
     RealProgram("hf_t5_mlm", "hf_flax_examples", "run_t5_mlm_flax.py", True),
+    RealProgram("hf_glue", "hf_flax_text_classification", "run_flax_glue.py", True),
 ]
 
 
