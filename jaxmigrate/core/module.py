@@ -227,6 +227,21 @@ class ParsedModule:
         return name not in self.identifiers and not self.names.star_imports
 
 
+def is_main_guard(node: ast.AST) -> bool:
+    """``node`` is ``if __name__ == "__main__":`` (either way round)."""
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+            and isinstance(node.test.ops[0], ast.Eq) and len(node.test.comparators) == 1):
+        return False
+    sides = (node.test.left, node.test.comparators[0])
+    return any(isinstance(a, ast.Name) and a.id == "__name__" and isinstance(b, ast.Constant) and b.value == "__main__"
+               for a, b in (sides, sides[::-1]))
+
+
+def is_script(module: "ParsedModule") -> bool:
+    """The module runs as a program: it has an ``if __name__ == "__main__":`` block."""
+    return any(is_main_guard(node) for node in module.tree.body)
+
+
 def as_module(source: "ParsedModule | str") -> "ParsedModule | None":
     """A planner's input: the lint context's module as it is, or text parsed (None: no parse)."""
     return source if isinstance(source, ParsedModule) else parse_module(source)

@@ -28,6 +28,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from jaxmigrate.core.flow import ancestors
+from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail
 from jaxmigrate.names import ValueBinding
@@ -154,12 +155,7 @@ def _driven_once(planner: Planner, driver: ast.FunctionDef) -> bool:
 
 def _main_block(module, node: ast.AST) -> ast.If | None:
     top = module.top_level(node)
-    test = top.test if isinstance(top, ast.If) else None
-    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" \
-            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) \
-            and test.comparators[0].value == "__main__" and isinstance(test.ops[0], ast.Eq):
-        return top
-    return None
+    return top if is_main_guard(top) else None
 
 
 class _DeviceAxis:

@@ -14,6 +14,7 @@ import json
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import enclosing_scope
+from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application
@@ -193,10 +194,10 @@ class Builder:
             statement = helper.statement
             owner = self.module.parent_of(statement)
             module_level = owner is self.module.tree
-            if module_level and (helper.name in exported or not (helper.name.startswith("_") or self._is_script())):
+            if module_level and (helper.name in exported or not (helper.name.startswith("_") or is_script(self.module))):
                 continue
             if isinstance(owner, ast.ClassDef):  # a method (`state.replicate()`): read as any attribute
-                if owner.name in exported or not (owner.name.startswith("_") or self._is_script()) \
+                if owner.name in exported or not (owner.name.startswith("_") or is_script(self.module)) \
                         or len(owner.body) < 2:
                     continue
                 uses = [n for n in self.module.of_type(ast.Attribute) if n.attr == helper.name
@@ -211,18 +212,6 @@ class Builder:
                     self._drop_import(node)
             removed.append(self.module.span(statement))
         return removed
-
-    def _is_script(self) -> bool:
-        """The module runs as a program: it has an ``if __name__ == "__main__":`` block."""
-        return any(self._is_main_guard(node) for node in self.module.tree.body)
-
-    def _is_main_guard(self, node: ast.stmt) -> bool:
-        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
-                and isinstance(node.test.ops[0], ast.Eq) and len(node.test.comparators) == 1):
-            return False
-        sides = (node.test.left, node.test.comparators[0])
-        return any(_same_name(a, "__name__") and isinstance(b, ast.Constant) and b.value == "__main__"
-                   for a, b in (sides, sides[::-1]))
 
     def _drop_unused_device_counts(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]]) -> None:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
@@ -619,7 +608,7 @@ class Builder:
         for node in nodes:
             scope = scope_of(node)
             statement = self._statement_in(node, scope)
-            if isinstance(scope, ast.Module) and self._is_main_guard(statement):
+            if isinstance(scope, ast.Module) and is_main_guard(statement):
                 scope = statement  # a script's `__main__` block: the mesh goes in it, not at import
                 statement = self._statement_in(node, scope)
             known = firsts.get(id(scope))

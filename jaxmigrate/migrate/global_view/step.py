@@ -30,6 +30,7 @@ import ast
 from dataclasses import dataclass, field
 
 from jaxmigrate import program_modules
+from jaxmigrate.core.module import is_script
 from jaxmigrate.migrate.global_view.kinds import (
     AXIS_ARGUMENT,
     BOT,
@@ -887,7 +888,7 @@ def _static_function_fields(module) -> dict[str, list[Fn]]:
                     and any(k.arg == "pytree_node" and isinstance(k.value, ast.Constant) and k.value.value is False
                             for k in value.keywords):
                 declared.setdefault(statement.target.id, []).append(cls)
-    script = any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in module.tree.body)
+    script = is_script(module)
     fields: dict[str, list[Fn]] = {}
     for name, classes in declared.items():
         cls = classes[0]
