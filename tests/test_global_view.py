@@ -575,7 +575,8 @@ _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 
 @pytest.mark.parametrize(("old", "new", "marker", "reason"), [
-    pytest.param("    batches = data_stream(32)\n", "    batches = data_stream(32)\n    print(next(batches)[0].shape)\n",
+    pytest.param("    batches = data_stream(32)\n",
+                 "    batches = data_stream(32)\n    print(next(batches)[0].shape)\n",
                  "print(next(batches)", "has pmap's device axis here", id="a batch read on the host"),
     pytest.param("    batches = data_stream(32)\n", "    batches = data_stream(32)\n    seen = list(data_stream(8))\n",
                  "list(data_stream(8))", "has pmap's device axis here", id="the generator consumed whole"),

@@ -81,6 +81,18 @@ def migrate(old: Path) -> str:
     return result.text
 
 
+def migrated_variant(tmp_path: Path, case: str, *change: str) -> tuple[Path, Path]:
+    """``case``'s program with ``change`` (an old text, its new text) made, if any (old.py), and what
+    `jaxmigrate --fix --unsafe-fixes` writes for it (new.py)."""
+    old = tmp_path / "old.py"
+    text = OLD[case].read_text()
+    assert not change or change[0] in text
+    old.write_text(text.replace(*change) if change else text)
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    return old, new
+
+
 def test_cases_exist():
     assert {"global_mlp", "global_flax_train_state"} <= set(CASES)
 
@@ -302,11 +314,8 @@ def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_pat
     """The generators' batches, split over each process's own devices (`jax.local_device_count()`:
     JAX's example counts every device, which only one process may), laid out by the code that takes
     them with make_array_from_process_local_data: every process gets pmap's results."""
-    old = tmp_path / "old.py"
-    old.write_text(OLD["global_batches_from_generators"].read_text().replace(
-        "num_devices = jax.device_count()", "num_devices = jax.local_device_count()"))
-    new = tmp_path / "new.py"
-    new.write_text(migrate(old))
+    old, new = migrated_variant(tmp_path, "global_batches_from_generators", "num_devices = jax.device_count()",
+                                "num_devices = jax.local_device_count()")
     assert "make_array_from_process_local_data(NamedSharding(mesh, P(\"batch\")), next(batches))" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
@@ -314,28 +323,22 @@ def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_pat
 def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
     """`probs.reshape(-1, probs.shape[-1])` reads the same rows whether `probs` has pmap's two
     leading axes or the global view's one: the fix leaves it as it is, and the results agree."""
-    old = tmp_path / "old.py"
-    old.write_text(OLD["global_eval_predictions"].read_text().replace(
-        "probs = probs.reshape((-1,) + probs.shape[2:])", "probs = probs.reshape(-1, probs.shape[-1])"))
-    new = tmp_path / "new.py"
-    new.write_text(migrate(old))
+    old, new = migrated_variant(tmp_path, "global_eval_predictions", "probs = probs.reshape((-1,) + probs.shape[2:])",
+                                "probs = probs.reshape(-1, probs.shape[-1])")
     assert "probs = probs.reshape(-1, probs.shape[-1])" in new.read_text()
     report = verify(old, new, ["main"], devices=8, timeout=240)
     assert report.equal, render_text(report)
 
 
-@pytest.mark.parametrize(("case", "rows"), [
-    ("global_eval_predictions", "['probs']"),
-    ("global_state_with_function_fields", "['predicted']"),
+@pytest.mark.parametrize(("case", "rows", "change"), [
+    ("global_eval_predictions", "['probs']",
+     ("rng = np.random.default_rng(2)", "rng = np.random.default_rng(2 + jax.process_index())")),
+    ("global_state_with_function_fields", "['predicted']", ()),  # (seeded by the process already)
 ])
-def test_per_example_outputs_read_on_each_host_are_that_process_rows_as_under_pmap(case, rows, tmp_path):
+def test_per_example_outputs_read_on_each_host_are_that_process_rows_as_under_pmap(case, rows, change, tmp_path):
     """Each process evaluates its own examples; pmap hands each its own rows of the predictions,
     the global view each process its own rows of the global array (multihost_utils)."""
-    old = tmp_path / "old.py"
-    old.write_text(OLD[case].read_text().replace(
-        "rng = np.random.default_rng(2)", "rng = np.random.default_rng(2 + jax.process_index())"))
-    new = tmp_path / "new.py"
-    new.write_text(migrate(old))
+    old, new = migrated_variant(tmp_path, case, *change)
     assert "multihost_utils.global_array_to_host_local_array(" in new.read_text()
     old_out = _two_processes(old, tmp_path, "old")
     new_out = _two_processes(new, tmp_path, "new")
