@@ -766,3 +766,20 @@ def test_a_comprehension_is_read_where_its_first_iterable_is_evaluated(comprehen
         f'        rows = {comprehension}\n    params = tree_map(lambda x: x[0], replicated_params)\n')
     assert comprehension in text
     assert plan_global(text).possible is possible, plan_global(text).blocker
+
+
+_OUTPUTS = (FIXTURES / "model_outputs_read_on_the_host.in.py").read_text()
+
+
+@pytest.mark.parametrize(("read", "reason"), [
+    pytest.param("predictions[0][0]", "`predictions[0][0]` indexes a value with pmap's device axis",
+                 id="device 0's slice of a field: the global view's is row 0"),
+    pytest.param("predictions.end_logits.shape", "`predictions.end_logits` has pmap's device axis here",
+                 id="a field's shape counts pmap's device axis"),
+])
+def test_a_model_s_outputs_are_read_on_the_host_field_by_field(read, reason):
+    # (a field by position or name: the rows, as the fixture reads them; anything else of them blocks)
+    assert plan_global(_OUTPUTS).possible, plan_global(_OUTPUTS).blocker
+    text = _OUTPUTS.replace("    return {\"params\": unreplicate", f"    shown = {read}\n    return {{\"params\": unreplicate")
+    assert read in text
+    assert_blocks_at(text, f"shown = {read}", reason)

@@ -46,12 +46,14 @@ OLD["global_batches_from_generators"] = (REPO / "fixtures" / "migrate" / "to_glo
                                          / "batches_from_generators.in.py")
 OLD["global_state_with_function_fields"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                             / "state_with_function_fields.in.py")
+OLD["global_model_outputs_read_on_the_host"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                                / "model_outputs_read_on_the_host.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
-        "global_state_with_function_fields"}
+        "global_state_with_function_fields", "global_model_outputs_read_on_the_host"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -67,7 +69,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_jit_of_pmap": "['params']", "global_run_by_absl_app": "['params']",
           "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']",
           "global_hugging_face_train_state": "['params']", "global_batches_from_generators": "['params']",
-          "global_state_with_function_fields": "['params']"}
+          "global_state_with_function_fields": "['params']", "global_model_outputs_read_on_the_host": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -334,6 +336,7 @@ def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
     ("global_eval_predictions", "['probs']",
      ("rng = np.random.default_rng(2)", "rng = np.random.default_rng(2 + jax.process_index())")),
     ("global_state_with_function_fields", "['predicted']", ()),  # (seeded by the process already)
+    ("global_model_outputs_read_on_the_host", "['end_logits']", ()),
 ])
 def test_per_example_outputs_read_on_each_host_are_that_process_rows_as_under_pmap(case, rows, change, tmp_path):
     """Each process evaluates its own examples; pmap hands each its own rows of the predictions,

@@ -43,6 +43,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     Fields,
     Kind,
     M,
+    Outputs,
     R,
     Record,
     S,
@@ -72,8 +73,11 @@ OWN = H("OWN")
 # `data_stream`, the Hugging Face examples' data collators): the generator yields it whole in the
 # global view, and the code that gives it to a step lays it out there.
 SOURCED = H("SOURCED")
+# What a step returns from a Hugging Face model's call (``kinds.Outputs``): a ``ModelOutput`` or
+# tuple whose every field has pmap's device axis (``predictions[0]``, ``outputs.logits``: ``DSHARD``).
+DOUTPUTS = H("DOUTPUTS")
 DEVICE = (DREP, DSHARD, DKEYS)
-CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, SOURCED)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, SOURCED, DOUTPUTS)
 
 
 @dataclass(frozen=True)
@@ -738,6 +742,8 @@ class DriverAnalyzer:
                 return base  # a field of a replicated pytree (`state.params` of a flax TrainState) is one too
             if isinstance(base, KeyedState):
                 return DKEYS if node.attr in base.keys else DREP
+            if base == DOUTPUTS:
+                return DSHARD  # `outputs.start_logits`
         if isinstance(node, ast.List) and not node.elts:
             return EMPTY
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
@@ -797,6 +803,8 @@ class DriverAnalyzer:
         if kind in (DREP, BOT, DSHARD, SOURCED) and isinstance(node.slice, ast.Constant) \
                 and isinstance(node.slice.value, str):
             return kind  # a dict entry of a pytree (`params["dense"]`, `batch["labels"]`) is laid out as it is
+        if kind == DOUTPUTS and isinstance(node.slice, ast.Constant) and type(node.slice.value) in (int, str):
+            return DSHARD  # `predictions[0]`: a field of the outputs, not device 0's slice
         if isinstance(kind, tuple) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
             try:
                 return kind[node.slice.value]
@@ -1167,6 +1175,8 @@ def _from_kind(kind: Kind):
         return DKEYS
     if kind in (M, SUM):
         return OWN
+    if isinstance(kind, Outputs):
+        return DOUTPUTS
     if kind == BOT:
         return BOT
     return MIXED
