@@ -783,3 +783,11 @@ def test_a_model_s_outputs_are_read_on_the_host_field_by_field(read, reason):
     text = _OUTPUTS.replace("    return {\"params\": unreplicate", f"    shown = {read}\n    return {{\"params\": unreplicate")
     assert read in text
     assert_blocks_at(text, f"shown = {read}", reason)
+
+
+def test_a_step_wrapped_in_pad_shard_unpad_is_kept_saying_what_the_padding_would_need():
+    text = _HF.replace("eval_metrics.append(p_eval_step(state.params, shard(batch)))",
+                       "eval_metrics.append(jax_utils.pad_shard_unpad(p_eval_step, static_return=True)(\n"
+                       "            state.params, batch))")
+    assert "pad_shard_unpad" in text
+    assert_blocks_at(text, "pad_shard_unpad(p_eval_step", "`p_eval_step` is wrapped in `pad_shard_unpad`, which pads")

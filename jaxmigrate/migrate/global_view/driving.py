@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
-from jaxmigrate.migrate.global_view.hints import made_by
+from jaxmigrate.migrate.global_view.hints import made_by, step_used_as_value
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
     class_level_names,
@@ -723,7 +723,7 @@ class DriverAnalyzer:
             kind = env.get(node.id)
             if kind is None:
                 if self._step_of(node) is not None:
-                    raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                    raise Blocked(node.lineno, step_used_as_value(self.module, node))
                 return HOST
             return HOST if kind == EMPTY else kind
         if isinstance(node, ast.Call):

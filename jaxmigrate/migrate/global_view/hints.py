@@ -19,6 +19,19 @@ _HINTS = {
     "padded global batch instead",
 }
 
+PAD_SHARD_UNPAD = "flax.jax_utils.pad_shard_unpad"
+
+
+def step_used_as_value(module, node: ast.Name) -> str:
+    """Why a step named other than in a call of it blocks, said for the uses that have a name."""
+    parent = module.parent_of(node)
+    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
+            and module.names.qualified_name(parent.func) == PAD_SHARD_UNPAD:
+        return (f"`{node.id}` is wrapped in `pad_shard_unpad`, which pads each batch to a multiple of the local "
+                "devices and splits it per device: in the global view that padding would be written out (a batch "
+                "laid out on the mesh divides over its devices), which this fix does not do")
+    return f"`{node.id}` is used other than by calling it"
+
 
 def made_by(drivers, arg: ast.expr, depth: int = 0) -> str:
     """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead

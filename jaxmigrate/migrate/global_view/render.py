@@ -19,6 +19,7 @@ from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application
 from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, reads_of
+from jaxmigrate.migrate.global_view.hints import step_used_as_value
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
@@ -362,7 +363,7 @@ class Builder:
                     continue
                 parent = self.module.parent_of(node)
                 if not (isinstance(parent, ast.Call) and parent.func is node):
-                    raise Blocked(node.lineno, f"`{node.id}` is used other than by calling it")
+                    raise Blocked(node.lineno, step_used_as_value(self.module, node))
                 if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
                         and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
                     raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
