@@ -791,3 +791,15 @@ def test_a_step_wrapped_in_pad_shard_unpad_is_kept_saying_what_the_padding_would
                        "            state.params, batch))")
     assert "pad_shard_unpad" in text
     assert_blocks_at(text, "pad_shard_unpad(p_eval_step", "`p_eval_step` is wrapped in `pad_shard_unpad`, which pads")
+
+
+def test_a_host_literal_on_one_path_and_a_host_value_on_another_is_a_host_value():
+    # (flax's cifar10 example: a learning-rate schedule's steps, a literal or parsed from a flag, read
+    # by a nested function; it was taken for a value with pmap's device axis)
+    text = _HF.replace("    schedule = optax.linear_schedule(1e-2, 1e-3, 8)\n",
+                       "    if VOCAB > 8:\n        boundaries = [[4, 0.5], [6, 0.1]]\n    else:\n"
+                       "        boundaries = list(range(2))\n\n    def make_schedule(base):\n"
+                       "        return optax.piecewise_constant_schedule(base, dict(boundaries))\n\n"
+                       "    schedule = make_schedule(1e-2)\n")
+    assert "make_schedule(1e-2)" in text
+    assert plan_global(text).possible, plan_global(text).blocker

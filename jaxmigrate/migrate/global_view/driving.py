@@ -168,6 +168,8 @@ def _hjoin(a, b):
         return a
     if {a, b} in ({EMPTY, DLIST}, {EMPTY, HOST}):
         return b if a == EMPTY else a
+    if all(leaf == HOST for leaf in _hleaves(a) + _hleaves(b)):
+        return HOST  # a literal of host values on one path, another host value on the other
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         return tuple(_hjoin(x, y) for x, y in zip(a, b))
     return MIXED
