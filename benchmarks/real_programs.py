@@ -189,6 +189,13 @@ PROJECTS = {
             "huggingface/transformers", "examples/flax/text-classification", (
                 ("run_flax_glue.py", "02c067295c47e3021d0a8c3cb3d24c7aaaa8c4b1",
                  "7c1c8f1e557cd862bf2641de78555faaa2c911568247d1a78599e6abca781284"),))),
+    "hf_flax_question_answering": Project(
+        "hf_flax_question_answering", HF_JAX_0_4_30, HF_JAX_0_10_2, fetched=Fetched(
+            "huggingface/transformers", "examples/flax/question-answering", (
+                ("run_qa.py", "0055f834470c4662897181543b27d8cf8c50b9d6",
+                 "d783c8d7143956c929822b543aadc2906b5699b2d0e97ec645c507544aef86b5"),
+                ("utils_qa.py", "15ea02a2add1672acbeee158a9448720d6093de1",
+                 "c757961cbc363d4f7f131a1a8844d0eddd96922a0398884ee134678da7352ac3")))),
 }
 
 
@@ -214,6 +221,7 @@ PROGRAMS = [
     RealProgram("hf_clm", "hf_flax_examples", "run_clm_flax.py", True),
     RealProgram("hf_t5_mlm", "hf_flax_examples", "run_t5_mlm_flax.py", True),
     RealProgram("hf_glue", "hf_flax_text_classification", "run_flax_glue.py", True),
+    RealProgram("hf_qa", "hf_flax_question_answering", "run_qa.py", True),
 ]
 
 
