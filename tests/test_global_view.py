@@ -803,3 +803,35 @@ def test_a_host_literal_on_one_path_and_a_host_value_on_another_is_a_host_value(
                        "    schedule = make_schedule(1e-2)\n")
     assert "make_schedule(1e-2)" in text
     assert plan_global(text).possible, plan_global(text).blocker
+
+
+_CLOSURE = (FIXTURES / "closure_reads_replicated_state.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("            history.append(run_eval(batches(rng, 2, batch_size)))\n",
+                 "            history.append(run_eval(batches(rng, 2, batch_size)))\n"
+                 "            evaluate = lambda: run_eval(batches(rng, 2, batch_size))\n",
+                 "evaluate = lambda", "`run_eval` (which drives the pmapped step) is called inside a lambda",
+                 id="called in a lambda too: there the values are not followed"),
+    pytest.param("    def run_eval(eval_batches):\n", "    def run_eval(eval_batches, params=state.params):\n",
+                 "def run_eval", "`state.params` has pmap's device axis here",
+                 id="a default: evaluated where the function is defined"),
+    pytest.param("    def run_eval(eval_batches):\n        eval_metrics = []\n",
+                 "    def run_eval(eval_batches):\n        nonlocal state\n        eval_metrics = []\n",
+                 "nonlocal state", "and is decorated or declares names `global` / `nonlocal`",
+                 id="nonlocal: the function may rebind the value"),
+    pytest.param("p_train_step(state, common_utils.shard(batch), dropout_rng=dropout_rngs)",
+                 "p_train_step(state, common_utils.shard(batch), dropout_rngs)", "dropout_rngs)",
+                 "is given argument 3 by position, after a parameter `partial(...)` binds by name",
+                 id="by position after a bound parameter (a TypeError under pmap too)"),
+    pytest.param('    metrics["learning_rate"] = learning_rate_fn(state.step)\n',
+                 '    metrics["learning_rate"] = learning_rate_fn(state.step)\n    metrics["logits"] = logits\n',
+                 'metrics["logits"] = logits', "assignment to an attribute or item is not followed",
+                 id="an item of another kind in a dict of metrics"),
+])
+def test_a_closure_is_read_at_its_calls_in_the_function_that_defines_it(old, new, marker, reason):
+    assert plan_global(_CLOSURE).possible, plan_global(_CLOSURE).blocker
+    text = _CLOSURE.replace(old, new)
+    assert text != _CLOSURE
+    assert_blocks_at(text, marker, reason)

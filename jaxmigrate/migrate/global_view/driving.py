@@ -201,6 +201,7 @@ class DriverAnalyzer:
         self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
         self._generators: dict[int, bool] = {}
+        self._local_names: dict[int, frozenset[str]] = {}
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -226,6 +227,11 @@ class DriverAnalyzer:
             self.factory_calls: set[int] = set()
             self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
             self.reader_calls: set[int] = set()
+            # Nested functions read at a call in the scope that defines them, with that scope's
+            # values at the call for the names they read from it (a closure reads them when
+            # called); and those called from anywhere else, whose reads of such names are not.
+            self.closures: dict[int, ast.FunctionDef] = {}
+            self.closures_called_elsewhere: set[int] = set()
             # Functions of the module the driving code gives host values only (a `create_train_state`):
             # each with the calls that do.
             self._given_host: dict[int, tuple[ast.FunctionDef, set[int]]] = {}
@@ -243,6 +249,7 @@ class DriverAnalyzer:
             raise Blocked(1, "the kinds of the attributes of the object holding the step do not settle")
         self._factories_called_where_read()
         self._readers_only_called_where_read()
+        self._closures_only_called_where_defined()
         self._held_only_through_self()
         for method in self.method_readers.values():
             owner = self.module.parent_of(method)
@@ -392,8 +399,51 @@ class DriverAnalyzer:
                     raise Blocked(node.lineno, f"`{reader.name}` is given values with pmap's device axis elsewhere, "
                                   "and is called or used here where this fix does not read it")
 
+    def _closures_only_called_where_defined(self) -> None:
+        """A nested function read with its defining scope's values must be called nowhere else,
+        where the values it reads from that scope are not the caller's."""
+        for closure in self.closures.values():
+            if id(closure) in self.closures_called_elsewhere:
+                call = next(node for node in reads_of(self.module, closure.name, closure)
+                            if self.scope_of(node) is not self.module.parent_of(closure))
+                raise Blocked(call.lineno, f"`{closure.name}` reads values with pmap's device axis from the "
+                              "function that defines it, and is called elsewhere too, where this fix does not "
+                              "follow them")
+
+    def _free_names(self, func: ast.FunctionDef) -> frozenset[str]:
+        """The names ``func`` reads from the scopes around it: every name it binds is its own."""
+        if id(func) not in self._local_names:
+            own = next((scope for scope in self.names.scopes if scope.node is func), None)
+            self._local_names[id(func)] = frozenset(own.bindings) if own is not None else frozenset()
+        return frozenset(n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) \
+            - self._local_names[id(func)]
+
+    def _closure(self, func: ast.FunctionDef, node: ast.Call, env: dict) -> bool:
+        """Whether this call of ``func`` reads it as a closure: a function nested in the scope that
+        calls it, which reads that scope's values with pmap's device axis (LRA's `run_eval` reads
+        the replicated `optimizer` of `train`). Called elsewhere, it is noted, for the check."""
+        if isinstance(self.module.parent_of(func), ast.Module):
+            return False
+        if self.scope_of(node) is not self.module.parent_of(func) or self._in_lambda(node, self.scope_of(node)):
+            self.closures_called_elsewhere.add(id(func))
+            return False
+        if id(func) in self.closures:
+            return True
+        # (BOT: a step's output, not known yet on this round)
+        if not any(_carries(leaf) or leaf == BOT for name in self._free_names(func)
+                   for leaf in _hleaves(env.get(name, HOST))):
+            return False
+        shared = next((n for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))), None)
+        if shared is not None or func.decorator_list:
+            line = shared.lineno if shared is not None else func.decorator_list[0].lineno
+            raise Blocked(line, f"`{func.name}` reads values with pmap's device axis from the function that "
+                          "defines it, and is decorated or declares names `global` / `nonlocal`, which this fix "
+                          "does not follow")
+        self.closures[id(func)] = func
+        return True
+
     def _wrapper_call(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list | None = None,
-                      bound_self: bool = False):
+                      bound_self: bool = False, closure: bool = False):
         """A call of a function that drives the step (or reads its values): its body read with the
         arguments' kinds; the kind of what it returns. ``bound_self``: a method called on ``self``,
         whose first parameter is that object (its attributes are read as ``objects`` says)."""
@@ -406,8 +456,10 @@ class DriverAnalyzer:
                           "keyword-only arguments or defaults this call does not match")
         if any(func is reading for reading, _ in self._inline):
             raise Blocked(node.lineno, f"`{func.name}` ({role}) calls itself")
-        # A parameter this call leaves to its default holds that default: a host value.
-        inner = {a.arg: HOST for a in [*func.args.args, *func.args.kwonlyargs]}
+        # A closure reads its defining scope's names as they are at the call (this scope's). A
+        # parameter this call leaves to its default holds that default: a host value.
+        inner = {name: env[name] for name in self._free_names(func) if name in env} if closure else {}
+        inner.update({a.arg: HOST for a in [*func.args.args, *func.args.kwonlyargs]})
         kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
         for name, kind in zip(given, kinds + [self.expr(k.value, env) for k in node.keywords]):
             inner[name] = kind
@@ -480,10 +532,41 @@ class DriverAnalyzer:
                 continue
             if self.scope_of(node) is scope and not self._in_lambda(node, scope):
                 continue
+            if self._in_closure(node, scope):
+                continue  # read at each of that function's calls, with this scope's values
             if any(self.scope_of(_binding_node(b)) is scope for b in self.names.bindings(node)
                    if _binding_node(b) is not None):
                 raise Blocked(node.lineno, f"`{node.id}` (with pmap's device axis) is read in another function "
                               "or a lambda, which this fix does not follow")
+
+    def placement_scope(self, node: ast.AST):
+        """The scope whose mesh a placement at ``node`` reads: a closure's is the one of the function
+        defining it (where the mesh is built above the closure's def, if not above an earlier
+        placement), which every call of it follows."""
+        scope = self.scope_of(node)
+        while isinstance(scope, ast.FunctionDef) and id(scope) in self.closures:
+            scope = self.module.parent_of(scope)
+        return scope
+
+    def _in_closure(self, node: ast.AST, scope) -> bool:
+        """Whether ``node`` is in a function nested in ``scope`` (maybe in another such), each
+        read as a closure at its calls there, and not where the function's defaults or decorators
+        are evaluated (in ``scope``, when it is defined)."""
+        inner = self.scope_of(node)
+        if isinstance(inner, ast.Lambda):
+            return False
+        while inner is not scope:
+            if not isinstance(inner, ast.FunctionDef) or id(inner) not in self.closures \
+                    or self._outside_body(node, inner):
+                return False
+            inner = self.module.parent_of(inner)
+        return True
+
+    def _outside_body(self, node: ast.AST, func: ast.FunctionDef) -> bool:
+        current = node
+        while self.module.parent_of(current) is not func:
+            current = self.module.parent_of(current)
+        return current not in func.body
 
     def _driving_scopes(self) -> list:
         scopes: list = []
@@ -566,7 +649,14 @@ class DriverAnalyzer:
     def _stmt(self, node: ast.stmt, env: dict) -> dict:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             return env  # such a name may hold host values only (`_bind`)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
+        if isinstance(node, ast.FunctionDef):
+            # Its defaults and decorators run here; its body when called: a call in this scope
+            # reads it as a closure, and any other read of this scope's device-axis values in it
+            # blocks (`_no_escape`).
+            for part in [*node.decorator_list, *node.args.defaults, *filter(None, node.args.kw_defaults)]:
+                self._host(part, env)
+            return env
+        if isinstance(node, (ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
                              ast.Pass, ast.Break, ast.Continue)):
             self._no_device_names(node, env)
             return env
@@ -844,7 +934,8 @@ class DriverAnalyzer:
                 return self._step_call(step, node, env)
             bindings = self.names.bindings(func)
             if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.wrappers:
-                return self._wrapper_call(bindings[0].node, node, env)
+                wrapper = bindings[0].node
+                return self._wrapper_call(wrapper, node, env, closure=self._closure(wrapper, node, env))
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
         if arg is not None and isinstance(func, ast.Name) and func.id == "next" and not self.names.bindings(func):
@@ -870,10 +961,11 @@ class DriverAnalyzer:
                 and all(k.arg is not None for k in node.keywords):
             kinds = [self.expr(a, env) for a in node.args]
             passed = kinds + [self.expr(k.value, env) for k in node.keywords]
-            if id(reader) in self.readers or any(_carries(leaf) for k in passed for leaf in _hleaves(k)):
+            closure = self._closure(reader, node, env)
+            if id(reader) in self.readers or closure or any(_carries(leaf) for k in passed for leaf in _hleaves(k)):
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
-                return self._wrapper_call(reader, node, env, kinds)
+                return self._wrapper_call(reader, node, env, kinds, closure=closure)
             if self._is_generator(reader) and self._splits_batches(reader):
                 # Read to tell whether it yields batches split per device; one that yields host
                 # values is any function given host values, and what the reading found goes.
@@ -1083,6 +1175,10 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{step.name}` is called with keyword arguments")
             return list(enumerate(node.args))
         names = [a.arg for a in step.func.args.args if a.arg not in step.bound]
+        after_bound = next((i for i, a in enumerate(step.func.args.args) if a.arg in step.bound), len(names))
+        if len(node.args) > after_bound:
+            raise Blocked(node.lineno, f"`{step.name}` is given argument {after_bound + 1} by position, after a "
+                          "parameter `partial(...)` binds by name")
         given = list(enumerate(node.args))
         for keyword in node.keywords:
             if keyword.arg not in names[len(node.args):]:

@@ -111,7 +111,7 @@ class Builder:
         # Only placements read the mesh: a function that just reads values back needs none.
         placements = [e.node for e in drivers.edits.values()
                       if e.action in ("replicate", "shard", "opaque", "key", "place", "local")]
-        firsts = self._first_placements(placements, drivers.scope_of)
+        firsts = self._first_placements(placements, drivers.placement_scope)
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
             init, me, where = on_object
@@ -312,10 +312,9 @@ class Builder:
             named = set(positional) | {a.arg for a in func.args.kwonlyargs}
             if func.args.vararg or func.args.kwarg or set(bound) - named:
                 raise Blocked(app.line, "`partial(...)` binds arguments the step does not name")
-            count = len([a for a in positional if a not in bound])
-            if any(a in bound for a in positional[:count]):
-                raise Blocked(app.line, "`partial(...)` binds an argument before one pmap maps")
-            positional = positional[:count]
+            # (a parameter after one `partial` binds by name is given by name too: LRA's
+            # `partial(train_step, learning_rate_fn=...)` called with `dropout_rng=`)
+            positional = [a for a in positional if a not in bound]
         in_axes = (0,) * len(positional)
         if "in_axes" in values:
             given = _literal(values["in_axes"])

@@ -44,6 +44,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     SAMPLERS,
     SUM,
     TREE_MAPS,
+    Atom,
     Blocked,
     Fields,
     Fn,
@@ -234,8 +235,29 @@ class StepAnalyzer:
                 # A pytree unpacked into its parts: each part has the whole's kind.
                 for element in target.elts:
                     self.bind(element, flat(kind, target.lineno), frame)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and self._item_of_one_kind(target, kind, frame):
+            # `metrics["learning_rate"] = lr` (long-range-arena's step): the dict stays one kind,
+            # so no other name for it (kinds are per name) can be read as another kind
+            base = frame.env[target.value.id]
+            if isinstance(base, Record) and isinstance(target.slice, ast.Constant):
+                items = [item for item in base.items if item[0] != target.slice.value]
+                frame.env[target.value.id] = Record((*items, (target.slice.value, flat(kind))))
         else:
             raise Blocked(target.lineno, "assignment to an attribute or item is not followed")
+
+    def _item_of_one_kind(self, target: ast.Subscript, kind: Kind, frame: Frame) -> bool:
+        """Whether an item assigned keeps a dict of one kind of leaf that kind (a key of its own)."""
+        base = frame.env.get(target.value.id)
+        new = flat(kind, target.lineno)
+        if base is None or not isinstance(new, Atom) or new == BOT:
+            return False
+        if isinstance(base, Record) and not (isinstance(target.slice, ast.Constant)
+                                             and isinstance(target.slice.value, str)):
+            return False
+        if not isinstance(base, (Record, Atom)) or flat(self.expr(target.slice, frame)) != R:
+            return False
+        return all(leaf == new for leaf in leaves(base))
 
     def iterate(self, kind: Kind, node: ast.expr) -> Kind:
         """The kind of the items of an iterable of ``kind``."""
