@@ -817,10 +817,14 @@ _CLOSURE = (FIXTURES / "closure_reads_replicated_state.in.py").read_text()
     pytest.param("    def run_eval(eval_batches):\n", "    def run_eval(eval_batches, params=state.params):\n",
                  "def run_eval", "`state.params` has pmap's device axis here",
                  id="a default: evaluated where the function is defined"),
+    pytest.param("    def run_eval(eval_batches):\n", "    @functools.lru_cache\n    def run_eval(eval_batches):\n",
+                 "@functools.lru_cache", "`run_eval` reads values with pmap's device axis from the function that "
+                 "defines it, and is decorated", id="decorated: its calls run what the decorator made"),
     pytest.param("    def run_eval(eval_batches):\n        eval_metrics = []\n",
-                 "    def run_eval(eval_batches):\n        nonlocal state\n        eval_metrics = []\n",
-                 "nonlocal state", "and is decorated or declares names `global` / `nonlocal`",
-                 id="nonlocal: the function may rebind the value"),
+                 "    def run_eval(eval_batches):\n        nonlocal state\n        state = state\n"
+                 "        eval_metrics = []\n", "        state = state",
+                 "`state` is declared `global` / `nonlocal` and gets a value with pmap's device axis",
+                 id="nonlocal: binding the outer name to a device-axis value"),
     pytest.param("p_train_step(state, common_utils.shard(batch), dropout_rng=dropout_rngs)",
                  "p_train_step(state, common_utils.shard(batch), dropout_rngs)", "dropout_rngs)",
                  "is given argument 3 by position, after a parameter `partial(...)` binds by name",

@@ -414,7 +414,10 @@ class DriverAnalyzer:
         """The names ``func`` reads from the scopes around it: every name it binds is its own."""
         if id(func) not in self._local_names:
             own = next((scope for scope in self.names.scopes if scope.node is func), None)
-            self._local_names[id(func)] = frozenset(own.bindings) if own is not None else frozenset()
+            # (a name it declares `nonlocal` is the defining function's, read as such; a `global`
+            # one is the module's, not the defining function's)
+            self._local_names[id(func)] = (frozenset(own.bindings) | own.globals) - own.nonlocals \
+                if own is not None else frozenset()
         return frozenset(n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) \
             - self._local_names[id(func)]
 
@@ -429,16 +432,13 @@ class DriverAnalyzer:
             return False
         if id(func) in self.closures:
             return True
-        # (BOT: a step's output, not known yet on this round)
-        if not any(_carries(leaf) or leaf == BOT for name in self._free_names(func)
-                   for leaf in _hleaves(env.get(name, HOST))):
+        free = [leaf for name in self._free_names(func) for leaf in _hleaves(env.get(name, HOST))]
+        if not any(_carries(leaf) or leaf == BOT for leaf in free):  # (BOT: a step's output, not known yet)
             return False
-        shared = next((n for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))), None)
-        if shared is not None or func.decorator_list:
-            line = shared.lineno if shared is not None else func.decorator_list[0].lineno
-            raise Blocked(line, f"`{func.name}` reads values with pmap's device axis from the function that "
-                          "defines it, and is decorated or declares names `global` / `nonlocal`, which this fix "
-                          "does not follow")
+        # (A `nonlocal` name it binds is checked where it is bound: host values only, `_bind`.)
+        if func.decorator_list:
+            raise Blocked(func.decorator_list[0].lineno, f"`{func.name}` reads values with pmap's device axis "
+                          "from the function that defines it, and is decorated: what its calls run is not its body")
         self.closures[id(func)] = func
         return True
 
