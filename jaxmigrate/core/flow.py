@@ -27,6 +27,15 @@ def ancestors(module: ParsedModule, node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def child_of(module: ParsedModule, node: ast.AST, scope: ast.AST) -> ast.AST | None:
+    """The child of ``scope`` that is ``node`` or holds it (for a function, a statement of its body,
+    its arguments or a decorator); None when ``node`` is not inside ``scope``."""
+    current = node
+    while current is not None and module.parent_of(current) is not scope:
+        current = module.parent_of(current)
+    return current
+
+
 def enclosing_scope(module: ParsedModule, node: ast.AST) -> ast.AST:
     """The function, lambda, class or module whose names ``node`` is evaluated among."""
     return next((n for n in ancestors(module, node) if isinstance(n, SCOPES)), module.tree)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from jaxmigrate.core.flow import ancestors
+from jaxmigrate.core.flow import ancestors, child_of
 from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail
@@ -292,8 +292,7 @@ class _DeviceAxis:
         """The index in ``function``'s body of the statement holding ``node`` (a node or a
         binding); -1 for its parameters and anything outside it."""
         node = node if isinstance(node, ast.AST) else self._anchor(node)
-        while node is not None and self.module.parent_of(node) is not function:
-            node = self.module.parent_of(node)
+        node = child_of(self.module, node, function) if node is not None else None
         return next((i for i, statement in enumerate(function.body) if statement is node), -1)
 
     def _assigned_unconditionally(self, binding, function: ast.AST) -> bool:

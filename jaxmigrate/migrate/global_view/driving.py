@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from jaxmigrate.core.flow import child_of
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
 from jaxmigrate.migrate.global_view.hints import made_by, step_used_as_value
@@ -201,7 +202,7 @@ class DriverAnalyzer:
         self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
         self._generators: dict[int, bool] = {}
-        self._local_names: dict[int, frozenset[str]] = {}
+        self._free: dict[int, frozenset[str]] = {}  # per nested function: the names it reads from around it
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -412,14 +413,14 @@ class DriverAnalyzer:
 
     def _free_names(self, func: ast.FunctionDef) -> frozenset[str]:
         """The names ``func`` reads from the scopes around it: every name it binds is its own."""
-        if id(func) not in self._local_names:
+        if id(func) not in self._free:
             own = next((scope for scope in self.names.scopes if scope.node is func), None)
             # (a name it declares `nonlocal` is the defining function's, read as such; a `global`
             # one is the module's, not the defining function's)
-            self._local_names[id(func)] = (frozenset(own.bindings) | own.globals) - own.nonlocals \
-                if own is not None else frozenset()
-        return frozenset(n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) \
-            - self._local_names[id(func)]
+            local = (frozenset(own.bindings) | own.globals) - own.nonlocals if own is not None else frozenset()
+            self._free[id(func)] = frozenset(
+                n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) - local
+        return self._free[id(func)]
 
     def _closure(self, func: ast.FunctionDef, node: ast.Call, env: dict) -> bool:
         """Whether this call of ``func`` reads it as a closure: a function nested in the scope that
@@ -427,7 +428,7 @@ class DriverAnalyzer:
         the replicated `optimizer` of `train`). Called elsewhere, it is noted, for the check."""
         if isinstance(self.module.parent_of(func), ast.Module):
             return False
-        if self.scope_of(node) is not self.module.parent_of(func) or self._in_lambda(node, self.scope_of(node)):
+        if self.scope_of(node) is not self.module.parent_of(func):  # (in a lambda there too: its scope)
             self.closures_called_elsewhere.add(id(func))
             return False
         if id(func) in self.closures:
@@ -553,8 +554,6 @@ class DriverAnalyzer:
         read as a closure at its calls there, and not where the function's defaults or decorators
         are evaluated (in ``scope``, when it is defined)."""
         inner = self.scope_of(node)
-        if isinstance(inner, ast.Lambda):
-            return False
         while inner is not scope:
             if not isinstance(inner, ast.FunctionDef) or id(inner) not in self.closures \
                     or self._outside_body(node, inner):
@@ -563,10 +562,7 @@ class DriverAnalyzer:
         return True
 
     def _outside_body(self, node: ast.AST, func: ast.FunctionDef) -> bool:
-        current = node
-        while self.module.parent_of(current) is not func:
-            current = self.module.parent_of(current)
-        return current not in func.body
+        return child_of(self.module, node, func) not in func.body
 
     def _driving_scopes(self) -> list:
         scopes: list = []

@@ -13,7 +13,7 @@ import ast
 import json
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.flow import enclosing_scope
+from jaxmigrate.core.flow import child_of, enclosing_scope
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
@@ -671,10 +671,7 @@ class Builder:
 
     def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
         """The statement of ``scope``'s own body that ``node`` is part of."""
-        current = node
-        while self.module.parent_of(current) is not scope:
-            current = self.module.parent_of(current)
-        return current
+        return child_of(self.module, node, scope)
 
 
 def _same_name(a: ast.expr, b: ast.expr | str) -> bool:

@@ -240,7 +240,7 @@ class StepAnalyzer:
             # `metrics["learning_rate"] = lr` (long-range-arena's step): the dict stays one kind,
             # so no other name for it (kinds are per name) can be read as another kind
             base = frame.env[target.value.id]
-            if isinstance(base, Record) and isinstance(target.slice, ast.Constant):
+            if isinstance(base, Record):  # (keyed by a string constant: `_item_of_one_kind`)
                 items = [item for item in base.items if item[0] != target.slice.value]
                 frame.env[target.value.id] = Record((*items, (target.slice.value, flat(kind))))
         else:
