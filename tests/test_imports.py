@@ -48,6 +48,12 @@ NAMED_SHARDING = ("jax.sharding", "NamedSharding", None)
             "from jax.sharding import (\n    Mesh,\n    NamedSharding,\n    PartitionSpec,\n)\n",
             id="one name per line: a line of its own"),
         pytest.param(
+            "import numpy as np\nfrom tqdm import tqdm\n\nimport jax\nimport optax\nfrom flax import struct\n"
+            "from transformers import AutoConfig\n", [NAMED_SHARDING],
+            "import numpy as np\nfrom tqdm import tqdm\n\nimport jax\nimport optax\nfrom flax import struct\n"
+            "from jax.sharding import NamedSharding\nfrom transformers import AutoConfig\n",
+            id="jax imported in a group of its own (isort sections): the new import joins that group"),
+        pytest.param(
             "import jax\n", [JAX], "import jax\n",
             id="already imported: nothing added"),
         pytest.param(

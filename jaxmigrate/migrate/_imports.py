@@ -1,8 +1,8 @@
 """A plan's imports and helpers, written the way the file already writes them.
 
-New imports join the group of their kind (standard library or third-party) in sorted position, or
-extend an existing ``from M import ...`` of the same module; a kind with no group gets one of its
-own in the usual order. An import is removed only when the plan's edits made it unused: it was read
+New imports join the group that already imports from their package, else the group of their kind
+(standard library or third-party), in sorted position, or extend an existing ``from M import ...``
+of the same module; a kind with no group gets one of its own in the usual order. An import is removed only when the plan's edits made it unused: it was read
 before the rewrite and is not after (a pre-existing unused import may be there for its side
 effects). Generated helpers go after the module's import block. Blank lines, comments and every
 byte outside the touched lines are kept. Text edits on ``ast`` positions, no LibCST: this runs for
@@ -270,7 +270,12 @@ def _add(text: str, key: ImportKey) -> str:
     nl = header.newline
     line = _statement(key)
     kind = _kind(module)
-    same = [group for group in header.groups if _group_kind(group) == kind]
+    # A file that keeps a package's imports in a group of their own (`import jax` below the other
+    # third-party imports, as isort's sections do) gets the new one there.
+    package = module.partition(".")[0]
+    same = [group for group in header.groups
+            if any(_module_of(stmt).partition(".")[0] == package for stmt in group)]
+    same = same or [group for group in header.groups if _group_kind(group) == kind]
     if same:
         return splice(text, [_into_group(header, same[0], line, module, obj is not None)])
     if header.groups:
