@@ -839,3 +839,22 @@ def test_a_closure_is_read_at_its_calls_in_the_function_that_defines_it(old, new
     text = _CLOSURE.replace(old, new)
     assert text != _CLOSURE
     assert_blocks_at(text, marker, reason)
+
+
+_NAMED_SCOPE = (FIXTURES / "named_scope_in_step.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param('    with jax.named_scope("forward"):\n', "    with contextlib.nullcontext(inputs):\n",
+                 "contextlib.nullcontext(inputs)", "a `with` over a value not known the same on every device "
+                 "(`.nullcontext(...)` of per-device values",
+                 id="a context made of each device's slice (as 2020 flax's `nn.stochastic(key)` of a key per device)"),
+    pytest.param('    with jax.named_scope("forward"):\n', "    with jax.named_scope(str(inputs.sum())):\n",
+                 "str(inputs.sum())", "a `with` over a value not known the same on every device (",
+                 id="a context of a value the analysis cannot tell"),
+])
+def test_a_with_over_a_per_device_value_blocks(old, new, marker, reason):
+    assert plan_global(_NAMED_SCOPE).possible, plan_global(_NAMED_SCOPE).blocker
+    text = _NAMED_SCOPE.replace(old, new)
+    assert text != _NAMED_SCOPE
+    assert_blocks_at(text, marker, reason)

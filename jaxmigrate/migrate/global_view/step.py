@@ -214,11 +214,28 @@ class StepAnalyzer:
             for name in set(after_body) | set(frame.env):
                 frame.env[name] = join(after_body.get(name, BOT), frame.env.get(name, BOT))
             return returned
+        elif isinstance(node, ast.With):
+            for item in node.items:
+                self._context(item, frame)
+            return self._body(node.body, frame)
         elif isinstance(node, (ast.Pass, ast.Assert)):
             pass
         else:
             raise Blocked(node.lineno, f"a `{type(node).__name__}` statement is not followed")
         return BOT
+
+    def _context(self, item: ast.withitem, frame: Frame) -> None:
+        """``with jax.named_scope("loss"):``: a context made of values the same on every device
+        sets the same thing for its body on each, and in the global view. One made of a
+        per-device value (2020 flax's ``with nn.stochastic(dropout_rng):``) sets what code this
+        analysis does not see reads (the keys its layers draw)."""
+        kind = flat(self.expr(item.context_expr, frame), item.context_expr.lineno)
+        if kind != R:
+            what = f"a value not known the same on every device ({kind.why})" if isinstance(kind, U) else describe(kind)
+            raise Blocked(item.context_expr.lineno,
+                          f"a `with` over {what}: what it sets for its body is read by code not followed here")
+        if item.optional_vars is not None:
+            self.bind(item.optional_vars, R, frame)
 
     def bind(self, target: ast.expr, kind: Kind, frame: Frame) -> None:
         if isinstance(target, ast.Name):
