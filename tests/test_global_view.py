@@ -841,6 +841,39 @@ def test_a_closure_is_read_at_its_calls_in_the_function_that_defines_it(old, new
     assert_blocks_at(text, marker, reason)
 
 
+# LRA's evaluation one call further: `train` calls `evaluate_once`, which calls `run_eval`.
+_CLOSURE_CHAIN = _CLOSURE.replace(
+    "    rng = np.random.default_rng(0)\n    history = []\n",
+    "    def evaluate_once():\n        return run_eval(batches(rng, 2, batch_size))\n\n"
+    "    rng = np.random.default_rng(0)\n    history = []\n").replace(
+    "history.append(run_eval(batches(rng, 2, batch_size)))", "history.append(evaluate_once())")
+
+
+def test_a_closure_called_from_another_closure_is_read_with_the_defining_functions_values():
+    assert _CLOSURE_CHAIN.count("evaluate_once") == 2
+    view = plan_global(_CLOSURE_CHAIN)
+    assert view.possible, view.blocker
+    assert "state.params,\n" in fix(_CLOSURE_CHAIN, set())  # run_eval's call of the step, state placed
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    def evaluate_once():\n", "    def evaluate_once():\n        state = None\n",
+                 "p_eval_step(state.params", "`state` is a name of `train`, which defines `run_eval`: this fix "
+                 "reads `run_eval` with `train`'s values only at its calls in `train`, or in another function",
+                 id="the caller binds a name of its own that the callee reads from the defining function"),
+    pytest.param("history.append(evaluate_once())", "history.append((lambda: evaluate_once())())",
+                 "lambda: evaluate_once()", "`evaluate_once` (which drives the pmapped step) is called inside a lambda",
+                 id="the outer one called in a lambda"),
+    pytest.param("    history = []\n", "    history = []\n    evaluators = [evaluate_once]\n",
+                 "evaluators = [evaluate_once]", "`evaluate_once` (which drives the pmapped step) is used other "
+                 "than by calling it", id="the outer one used as a value"),
+])
+def test_a_closure_called_from_another_closure_blocks_where_the_values_are_not_known(old, new, marker, reason):
+    text = _CLOSURE_CHAIN.replace(old, new)
+    assert text != _CLOSURE_CHAIN
+    assert_blocks_at(text, marker, reason)
+
+
 _NAMED_SCOPE = (FIXTURES / "named_scope_in_step.in.py").read_text()
 
 

@@ -356,3 +356,20 @@ def test_per_example_outputs_read_on_each_host_are_that_process_rows_as_under_pm
         for key, value in old_out[process].items():
             np.testing.assert_allclose(new_out[process][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
     assert not np.array_equal(old_out[0][rows], old_out[1][rows])  # each process its own rows
+
+
+def test_a_closure_called_from_another_closure_matches_pmap(tmp_path, flax_python):
+    """`train` calls `evaluate_once`, which calls `run_eval`, which reads `train`'s replicated state
+    (long-range-arena's evaluation, one call further): each is read with `train`'s values at the
+    call, and the results are pmap's."""
+    text = OLD["global_closure_reads_replicated_state"].read_text()
+    changed = text.replace("    rng = np.random.default_rng(0)\n    history = []\n",
+                           "    def evaluate_once():\n        return run_eval(batches(rng, 2, batch_size))\n\n"
+                           "    rng = np.random.default_rng(0)\n    history = []\n").replace(
+        "history.append(run_eval(batches(rng, 2, batch_size)))", "history.append(evaluate_once())")
+    assert changed.count("evaluate_once") == 2
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)

@@ -406,21 +406,58 @@ class DriverAnalyzer:
         for closure in self.closures.values():
             if id(closure) in self.closures_called_elsewhere:
                 call = next(node for node in reads_of(self.module, closure.name, closure)
-                            if self.scope_of(node) is not self.module.parent_of(closure))
+                            if self.scope_of(node) is not self.module.parent_of(closure)
+                            and not self._called_from_sibling(closure, self.module.parent_of(node)))
                 raise Blocked(call.lineno, f"`{closure.name}` reads values with pmap's device axis from the "
                               "function that defines it, and is called elsewhere too, where this fix does not "
                               "follow them")
 
+    def _own_names(self, func: ast.FunctionDef) -> frozenset[str]:
+        """The names ``func`` binds (its own), but for those it declares ``nonlocal`` (the defining
+        function's, read as such); a ``global`` one is the module's, not the defining function's."""
+        own = next((scope for scope in self.names.scopes if scope.node is func), None)
+        return (frozenset(own.bindings) | own.globals) - own.nonlocals if own is not None else frozenset()
+
     def _free_names(self, func: ast.FunctionDef) -> frozenset[str]:
-        """The names ``func`` reads from the scopes around it: every name it binds is its own."""
+        """The names ``func`` reads from the scopes around it, with those of the functions nested
+        beside it that it calls (each reads its names from the same scope, at ``func``'s call)."""
         if id(func) not in self._free:
-            own = next((scope for scope in self.names.scopes if scope.node is func), None)
-            # (a name it declares `nonlocal` is the defining function's, read as such; a `global`
-            # one is the module's, not the defining function's)
-            local = (frozenset(own.bindings) | own.globals) - own.nonlocals if own is not None else frozenset()
-            self._free[id(func)] = frozenset(
-                n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) - local
+            self._free[id(func)] = frozenset()  # (siblings calling each other: each other's names once)
+            local = self._own_names(func)
+            read = frozenset(n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+            free = set(read - local)
+            for sibling in self._siblings_called(func):
+                free |= self._free_names(sibling) - local
+            self._free[id(func)] = frozenset(free)
         return self._free[id(func)]
+
+    def _siblings_called(self, func: ast.FunctionDef) -> list[ast.FunctionDef]:
+        """The functions nested in the scope that defines ``func`` which ``func``'s body calls by name."""
+        parent = self.module.parent_of(func)
+        found = []
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                for binding in self.names.bindings(node.func):
+                    target = getattr(binding, "node", None)
+                    if isinstance(target, ast.FunctionDef) and target is not func \
+                            and self.module.parent_of(target) is parent and target not in found:
+                        found.append(target)
+        return found
+
+    def _called_from_sibling(self, func: ast.FunctionDef, node: ast.Call) -> bool:
+        """Whether ``node`` calls ``func`` from another function nested beside it that is read as a
+        closure (its calls are where they are defined), binding none of the names ``func`` reads
+        from there: each of its calls reads ``func`` with the defining scope's values too."""
+        caller = self.scope_of(node)
+        if not (isinstance(caller, ast.FunctionDef) and id(caller) in self.closures
+                and self.module.parent_of(caller) is self.module.parent_of(func)):
+            return False
+        shadowed = sorted(self._own_names(caller) & self._free_names(func))
+        if shadowed:
+            raise Blocked(node.lineno, f"`{func.name}` reads `{shadowed[0]}` from the function that defines it, "
+                          f"and is called from `{caller.name}`, nested there too, which binds a `{shadowed[0]}` "
+                          "of its own: this fix reads a call with the caller's values, which would be the wrong ones")
+        return True
 
     def _closure(self, func: ast.FunctionDef, node: ast.Call, env: dict) -> bool:
         """Whether this call of ``func`` reads it as a closure: a function nested in the scope that
@@ -428,8 +465,8 @@ class DriverAnalyzer:
         the replicated `optimizer` of `train`). Called elsewhere, it is noted, for the check."""
         if isinstance(self.module.parent_of(func), ast.Module):
             return False
-        if self.scope_of(node) is not self.module.parent_of(func):  # (in a lambda there too: its scope)
-            self.closures_called_elsewhere.add(id(func))
+        if self.scope_of(node) is not self.module.parent_of(func) and not self._called_from_sibling(func, node):
+            self.closures_called_elsewhere.add(id(func))  # (in a lambda there too: its scope)
             return False
         if id(func) in self.closures:
             return True

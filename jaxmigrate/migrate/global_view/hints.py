@@ -33,11 +33,35 @@ def step_used_as_value(module, node: ast.Name) -> str:
     return f"`{node.id}` is used other than by calling it"
 
 
+def _outer_name_not_followed(drivers, arg: ast.expr) -> str | None:
+    """Where ``arg`` reads a name of the function defining the nested one being read, at a call
+    that does not read it as a closure (LRA's evaluation called through another nested function
+    that binds the same name): the value of that name is not known there."""
+    if not drivers._inline:
+        return None
+    func = drivers._inline[-1][0]
+    if not isinstance(func, ast.FunctionDef) or id(func) in drivers.closures:
+        return None
+    for name in (n for n in ast.walk(arg) if isinstance(n, ast.Name) and drivers.scope_of(n) is func):
+        for binding in drivers.names.bindings(name):
+            node = getattr(binding, "node", None)
+            defining = drivers.scope_of(node) if node is not None else None
+            if isinstance(defining, ast.FunctionDef) and defining is not func \
+                    and drivers.module.parent_of(func) is defining:
+                return (f"; `{name.id}` is a name of `{defining.name}`, which defines `{func.name}`: this fix reads "
+                        f"`{func.name}` with `{defining.name}`'s values only at its calls in `{defining.name}`, or in "
+                        "another function nested there that binds none of the names it reads from there")
+    return None
+
+
 def made_by(drivers, arg: ast.expr, depth: int = 0) -> str:
     """What made ``arg`` with pmap's device axis, when it is a known maker, with what to use instead
     (a parameter of a function being read at its call: what that call passed). ``drivers``: the
     ``driving.DriverAnalyzer`` reading the code around ``arg``."""
     producers: list[ast.AST] = [arg]
+    outer = _outer_name_not_followed(drivers, arg) if depth == 0 else None
+    if outer is not None:
+        return outer
     if isinstance(arg, ast.Name) and depth < len(drivers._passed) and drivers._inline \
             and drivers.scope_of(arg) is drivers._inline[-1 - depth][0] and arg.id in drivers._passed[-1 - depth]:
         return made_by(drivers, drivers._passed[-1 - depth][arg.id], depth + 1)
