@@ -891,3 +891,19 @@ def test_a_with_over_a_per_device_value_blocks(old, new, marker, reason):
     text = _NAMED_SCOPE.replace(old, new)
     assert text != _NAMED_SCOPE
     assert_blocks_at(text, marker, reason)
+
+
+_LEFTOVER = "    if jax.process_index() == 0:\n        leftover_predictions = eval_step(unreplicate(state), leftover)\n"
+
+
+@pytest.mark.parametrize(("new", "written"), [
+    pytest.param(_LEFTOVER, "eval_step(jax.tree.map(lambda x: x.addressable_data(0), state), leftover)",
+                 id="computed with by process 0 alone: the copy it holds"),
+    pytest.param(_LEFTOVER + "        saved = jax.device_get(unreplicate(state.params))\n",
+                 "saved = jax.device_get(state.params)\n", id="fetched to the host: the global array itself"),
+    pytest.param("    everywhere = eval_step(unreplicate(state), leftover)\n" + _LEFTOVER,
+                 "    everywhere = eval_step(state, leftover)\n", id="computed with by every process"),
+])
+def test_unreplicate_in_a_branch_some_processes_take(new, written):
+    assert _LEFTOVER in _OUTPUTS
+    assert written in fix(_OUTPUTS.replace(_LEFTOVER, new), set())

@@ -17,7 +17,7 @@ from jaxmigrate.core.flow import child_of, enclosing_scope
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
-from jaxmigrate.migrate._pmap_sites import Application
+from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, reads_of
 from jaxmigrate.migrate.global_view.hints import step_used_as_value
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
@@ -34,6 +34,8 @@ from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
+# Calls that fetch a replicated array to the host: on any process, from the copy it holds.
+_HOST_READS = frozenset({"jax.device_get", "numpy.asarray", "numpy.array", "builtins.float", "builtins.int"})
 
 
 class Builder:
@@ -575,6 +577,14 @@ class Builder:
         elif edit.iterator:  # `np.array(chain(*mask))`: an iterator over the rows, as chain was
             self._around(edit, "iter(", ")")
             self._drop_import(edit.node.func)
+        elif edit.action == "index" and self._on_some_processes(edit.node) and not self._read_on_the_host(edit):
+            # pmap's copy was on this process's first device. The global array spans every
+            # process, and a computation on it that only some processes run breaks JAX's
+            # multi-process rule (each runs every computation on its global arrays): the copy
+            # this process holds is what the branch computes with.
+            self._around(edit, f"{jax}.tree.map(lambda x: x.addressable_data(0), ", ")")
+            if isinstance(edit.node, ast.Call):
+                self._drop_import(edit.node.func)
         else:  # index / unshard: the device axis is gone, the value itself is what was read
             statement = self.module.parent_of(edit.node)
             if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
@@ -584,6 +594,27 @@ class Builder:
             self._around_atom(edit)
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
+
+    def _on_some_processes(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs in a branch of a multi-process module taken by some processes only
+        (``if jax.process_index() == 0:``)."""
+        if not planner_of(self.module).multi_process:
+            return False
+        child, parent = node, self.module.parent_of(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.Lambda, ast.Module)):
+            if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and child is not parent.test and any(
+                    isinstance(n, ast.Call) and self.module.names.qualified_name(n.func) == "jax.process_index"
+                    for n in ast.walk(parent.test)):
+                return True
+            child, parent = parent, self.module.parent_of(parent)
+        return False
+
+    def _read_on_the_host(self, edit) -> bool:
+        """Whether the value ``edit`` leaves is only fetched to the host (``jax.device_get(...)``),
+        which reads the copy this process holds without computing on the global array."""
+        parent = self.module.parent_of(edit.node)
+        return (isinstance(parent, ast.Call) and edit.node in parent.args
+                and self.module.names.qualified_name(parent.func) in _HOST_READS)
 
     def _around(self, edit, before: str, after: str) -> None:
         """Replace what surrounds ``edit.inner`` in ``edit.node``, not the inner text itself: a call
