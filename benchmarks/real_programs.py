@@ -196,6 +196,11 @@ PROJECTS = {
                  "d783c8d7143956c929822b543aadc2906b5699b2d0e97ec645c507544aef86b5"),
                 ("utils_qa.py", "15ea02a2add1672acbeee158a9448720d6093de1",
                  "c757961cbc363d4f7f131a1a8844d0eddd96922a0398884ee134678da7352ac3")))),
+    "hf_flax_token_classification": Project(
+        "hf_flax_token_classification", HF_JAX_0_4_30, HF_JAX_0_10_2, fetched=Fetched(
+            "huggingface/transformers", "examples/flax/token-classification", (
+                ("run_flax_ner.py", "0055f834470c4662897181543b27d8cf8c50b9d6",
+                 "2661c4087d428cae2ed971d136f64e298e5b70c7cbb8ebb22aaf79f94be2adf5"),))),
 }
 
 
@@ -222,6 +227,7 @@ PROGRAMS = [
     RealProgram("hf_t5_mlm", "hf_flax_examples", "run_t5_mlm_flax.py", True),
     RealProgram("hf_glue", "hf_flax_text_classification", "run_flax_glue.py", True),
     RealProgram("hf_qa", "hf_flax_question_answering", "run_qa.py", True),
+    RealProgram("hf_ner", "hf_flax_token_classification", "run_flax_ner.py", True),
 ]
 
 
