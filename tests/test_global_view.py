@@ -785,12 +785,17 @@ def test_a_model_s_outputs_are_read_on_the_host_field_by_field(read, reason):
     assert_blocks_at(text, f"shown = {read}", reason)
 
 
-def test_a_step_wrapped_in_pad_shard_unpad_is_kept_saying_what_the_padding_would_need():
-    text = _HF.replace("eval_metrics.append(p_eval_step(state.params, shard(batch)))",
-                       "eval_metrics.append(jax_utils.pad_shard_unpad(p_eval_step, static_return=True)(\n"
-                       "            state.params, batch))")
-    assert "pad_shard_unpad" in text
-    assert_blocks_at(text, "pad_shard_unpad(p_eval_step", "`p_eval_step` is wrapped in `pad_shard_unpad`, which pads")
+def test_a_step_wrapped_in_pad_shard_unpad_and_called_at_once_takes_the_global_view_stored_it_is_kept():
+    called = _HF.replace("eval_metrics.append(p_eval_step(state.params, shard(batch)))",
+                         "eval_metrics.append(jax_utils.pad_shard_unpad(p_eval_step, static_return=True)(\n"
+                         "            state.params, batch))")
+    assert "pad_shard_unpad" in called
+    assert plan_global(called).possible, plan_global(called).blocker
+    stored = called.replace("eval_metrics.append(jax_utils.pad_shard_unpad(p_eval_step, static_return=True)(",
+                            "padded = jax_utils.pad_shard_unpad(p_eval_step, static_return=True)\n"
+                            "        eval_metrics.append(padded(")
+    assert "padded(" in stored
+    assert_blocks_at(stored, "pad_shard_unpad(p_eval_step", "`p_eval_step` is wrapped in `pad_shard_unpad`, which pads")
 
 
 def test_a_host_literal_on_one_path_and_a_host_value_on_another_is_a_host_value():
@@ -907,3 +912,32 @@ _LEFTOVER = "    if jax.process_index() == 0:\n        leftover_predictions = ev
 def test_unreplicate_in_a_branch_some_processes_take(new, written):
     assert _LEFTOVER in _OUTPUTS
     assert written in fix(_OUTPUTS.replace(_LEFTOVER, new), set())
+
+
+_PADDED = (FIXTURES / "padded_evaluation.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("static_return=True)(", "static_return=False)(", "static_return=False)(",
+                 "without `static_return=True` un-pads the step's outputs", id="outputs un-padded"),
+    pytest.param("pad_shard_unpad(p_eval_step, static_return=True)(", "pad_shard_unpad(p_eval_step)(",
+                 "pad_shard_unpad(p_eval_step)(", "without `static_return=True`", id="static_return left False"),
+    pytest.param("static_return=True)(", "static_return=True, static_argnames=('params',))(",
+                 "static_argnames=", "options other than literal `static_argnums` and `static_return`",
+                 id="static arguments by name"),
+    pytest.param("state.params, batch, min_device_batch", "state.params, shard(batch), min_device_batch",
+                 "shard(batch), min_device_batch", "`shard(batch)`, which `pad_shard_unpad` pads and splits per "
+                 "device, is not a host value", id="a batch split per device already"),
+    pytest.param("state.params, batch, min_device_batch", "params, batch, min_device_batch",
+                 "params, batch, min_device_batch", "argument 1 of `p_eval_step` (`params`) is not made by a "
+                 "replicate", id="the parameters as they were, not replicated"),
+    pytest.param('        return jax.lax.pmean(metrics, axis_name="batch")',
+                 '        return jax.lax.pmean(metrics, axis_name="batch"), logits',
+                 "metrics = pad_shard_unpad", "returns values that are not replicated",
+                 id="per-example outputs, which come back padded and split"),
+])
+def test_a_padded_evaluation_blocks_where_the_padding_is_not_the_fixes_to_write(old, new, marker, reason):
+    assert plan_global(_PADDED).possible, plan_global(_PADDED).blocker
+    text = _PADDED.replace(old, new)
+    assert text != _PADDED
+    assert_blocks_at(text, marker, reason)

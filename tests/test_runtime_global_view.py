@@ -50,6 +50,7 @@ OLD["global_model_outputs_read_on_the_host"] = (REPO / "fixtures" / "migrate" / 
                                                 / "model_outputs_read_on_the_host.in.py")
 OLD["global_closure_reads_replicated_state"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                                 / "closure_reads_replicated_state.in.py")
+OLD["global_padded_evaluation"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "padded_evaluation.in.py"
 OLD["global_named_scope_in_step"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "named_scope_in_step.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
@@ -58,7 +59,7 @@ LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_fun
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
-        "global_closure_reads_replicated_state"}
+        "global_closure_reads_replicated_state", "global_padded_evaluation"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -75,7 +76,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_pmap_of_an_init_function": "['params']", "global_flax_dropout_model": "['params']",
           "global_hugging_face_train_state": "['params']", "global_batches_from_generators": "['params']",
           "global_state_with_function_fields": "['params']", "global_model_outputs_read_on_the_host": "['params']",
-          "global_closure_reads_replicated_state": "['params']", "global_named_scope_in_step": "['params']"}
+          "global_closure_reads_replicated_state": "['params']", "global_named_scope_in_step": "['params']",
+          "global_padded_evaluation": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -293,7 +295,8 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
 
 
 @pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments",
-                                  "global_hugging_face_train_state", "global_closure_reads_replicated_state"])
+                                  "global_hugging_face_train_state", "global_closure_reads_replicated_state",
+                                  "global_padded_evaluation"])
 def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
     """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
     for pmap becomes a global array with make_array_from_process_local_data, and every process gets

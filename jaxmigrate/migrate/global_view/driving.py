@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from jaxmigrate.core.flow import child_of
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
-from jaxmigrate.migrate.global_view.hints import made_by, step_used_as_value
+from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
     class_level_names,
@@ -155,11 +155,12 @@ class Step:
 @dataclass
 class DriverEdit:
     node: ast.AST
-    action: str  # replicate | shard | index | unshard | local | key | metrics | opaque | source | place
+    action: str  # replicate | shard | index | unshard | local | key | metrics | opaque | source | place | pad | pad_call
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
     keys: tuple[str, ...] = ()  # fields a replication gave one RNG key per device (``KeyedState``)
     iterator: bool = False  # the rows it reads are an iterator where it stood (`chain(*x)` not iterated at once)
+    per_device: ast.expr | None = None  # pad: `pad_shard_unpad`'s `min_device_batch=`, where it was given
 
 
 def _hjoin(a, b):
@@ -826,6 +827,9 @@ class DriverAnalyzer:
     def _host(self, node: ast.expr, env: dict) -> None:
         kind = self.expr(node, env)
         self._check_own(node, kind)
+        if MIXED in _hleaves(kind):
+            raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis on one path to here and not on "
+                          "another (a loop that may run no time, a branch), so which it holds here is not known")
         if any(_carries(leaf) for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis here, where the global "
                           "view has no counterpart")
@@ -947,6 +951,9 @@ class DriverAnalyzer:
         func = node.func
         if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
             return self._step_call(self._step_bindings[id(func)], node, env)
+        if isinstance(func, ast.Call) and self._qualified(func.func) == PAD_SHARD_UNPAD and func.args \
+                and isinstance(func.args[0], ast.Name) and self._step_of(func.args[0]) is not None:
+            return self._padded_step_call(self._step_of(func.args[0]), node, env)
         if isinstance(func, ast.Attribute) and self._held:
             held = self_attribute(self.module, func)
             if held is not None and (id(held[0]), held[1]) in self._held:  # self.p_train_step(...)
@@ -1160,11 +1167,55 @@ class DriverAnalyzer:
             self._host(child.value if isinstance(child, ast.Starred) else child, env)
         return HOST
 
-    def _step_call(self, step: Step, node: ast.Call, env: dict):
+    def _padded_step_call(self, step: Step, node: ast.Call, env: dict):
+        """``pad_shard_unpad(p_eval_step, static_return=True)(state.params, batch, min_device_batch=n)``
+        (flax's full-evaluation helper): the arguments not in ``static_argnums`` are host batches it
+        pads with zero rows to the same number per local device (at least ``n``) and splits over
+        them; the others go to the step as they are; the step's outputs come back as they are. In
+        the global view each host batch is padded the same way and laid out on the mesh, so the
+        step computes over the same rows, padding included."""
+        wrapper = node.func
+        options = {k.arg: k.value for k in wrapper.keywords}
+        static = literal(options.get("static_argnums", ast.Constant((0,))))
+        static = (static,) if isinstance(static, int) else static
+        if len(wrapper.args) != 1 or set(options) - {"static_argnums", "static_argnames", "static_return"} \
+                or not (isinstance(static, (tuple, list)) and all(isinstance(i, int) for i in static)) \
+                or literal(options.get("static_argnames", ast.Constant(()))) not in ((), []):
+            raise Blocked(wrapper.lineno, "`pad_shard_unpad` is given options other than literal `static_argnums` "
+                          "and `static_return`")
+        if literal(options.get("static_return", ast.Constant(False))) is not True:
+            raise Blocked(wrapper.lineno, "`pad_shard_unpad` without `static_return=True` un-pads the step's outputs "
+                          "(per-example rows, the padding cut off), which this fix does not write")
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg != "min_device_batch" for k in node.keywords):
+            raise Blocked(node.lineno, "the step `pad_shard_unpad` wraps is called with arguments other than "
+                          "positional ones and `min_device_batch=`")
+        per_device = node.keywords[0].value if node.keywords else None
+        if per_device is not None:
+            self._host(per_device, env)
+        padded = {}
+        for i, arg in enumerate(node.args):
+            if i in static:
+                continue
+            if any(leaf != HOST for leaf in _hleaves(self.expr(arg, env))):
+                raise Blocked(arg.lineno, f"`{self._short(arg)}`, which `pad_shard_unpad` pads and splits per device, "
+                              "is not a host value")
+            padded[id(arg)] = DSHARD
+            self._edit(arg, "pad", arg, per_device=per_device)
+        self._edit(node, "pad_call", wrapper.args[0])
+        bare = ast.Call(func=wrapper.args[0], args=node.args, keywords=[], lineno=node.lineno,
+                        col_offset=node.col_offset)
+        outputs = self._step_call(step, bare, env, given=padded)
+        if any(leaf not in (DREP, BOT) for leaf in _hleaves(outputs)):
+            raise Blocked(node.lineno, f"`{step.name}` returns values that are not replicated, which `pad_shard_unpad"
+                          "(..., static_return=True)` hands back padded and split per device")
+        return outputs
+
+    def _step_call(self, step: Step, node: ast.Call, env: dict, given: dict[int, object] | None = None):
+        """A call of the step; ``given``: the kinds of arguments already read (by ``id``)."""
         self.step_calls.append(node)
         self.called.add(step.name)
         for i, arg in self._step_arguments(step, node):
-            kind = self.expr(arg, env)
+            kind = given[id(arg)] if given and id(arg) in given else self.expr(arg, env)
             mapped = step.in_axes[i] if i < len(step.in_axes) else 0
             if mapped is None:
                 if any(leaf != HOST for leaf in _hleaves(kind)):
@@ -1245,16 +1296,24 @@ class DriverAnalyzer:
                    for n in ast.walk(generator))
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
-              keys: tuple[str, ...] = (), iterator: bool = False) -> None:
+              keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None) -> None:
         if action == "shard" and self._is_generator(self.scope_of(node)):
             action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
-        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator)
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device)
         for made in self._reads:
             made.add((id(node), action))
+
+
+def literal(node: ast.expr):
+    """The value of a literal expression; "?" for anything else."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return "?"
 
 
 def reads_of(module, name: str, fn: ast.AST) -> list[ast.Name]:

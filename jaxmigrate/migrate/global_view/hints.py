@@ -28,8 +28,8 @@ def step_used_as_value(module, node: ast.Name) -> str:
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
             and module.names.qualified_name(parent.func) == PAD_SHARD_UNPAD:
         return (f"`{node.id}` is wrapped in `pad_shard_unpad`, which pads each batch to a multiple of the local "
-                "devices and splits it per device: in the global view that padding would be written out (a batch "
-                "laid out on the mesh divides over its devices), which this fix does not do")
+                "devices and splits it per device: the fix writes that padding out only where the wrapped step is "
+                "called at once (`pad_shard_unpad(step, static_return=True)(...)`), not where it is kept")
     return f"`{node.id}` is used other than by calling it"
 
 

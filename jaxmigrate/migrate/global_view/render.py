@@ -18,8 +18,8 @@ from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
-from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, reads_of
-from jaxmigrate.migrate.global_view.hints import step_used_as_value
+from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, literal, reads_of
+from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, step_used_as_value
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
@@ -112,7 +112,7 @@ class Builder:
             self._collective(edit)
         # Only placements read the mesh: a function that just reads values back needs none.
         placements = [e.node for e in drivers.edits.values()
-                      if e.action in ("replicate", "shard", "opaque", "key", "place", "local")]
+                      if e.action in ("replicate", "shard", "opaque", "key", "place", "local", "pad")]
         firsts = self._first_placements(placements, drivers.placement_scope)
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
@@ -307,7 +307,7 @@ class Builder:
         self.axis = self.axis or axis
         if "donate_argnums" in values and id(app.node) in self.jitted:
             raise Blocked(app.line, "`donate_argnums=` on a pmap that `jax.jit` wraps: the jit does not donate")
-        if "out_axes" in values and _literal(values["out_axes"]) != 0:
+        if "out_axes" in values and literal(values["out_axes"]) != 0:
             raise Blocked(app.line, "`out_axes=` other than 0")
         positional = [a.arg for a in func.args.args]
         if bound:
@@ -319,7 +319,7 @@ class Builder:
             positional = [a for a in positional if a not in bound]
         in_axes = (0,) * len(positional)
         if "in_axes" in values:
-            given = _literal(values["in_axes"])
+            given = literal(values["in_axes"])
             if given == 0:
                 pass
             elif isinstance(given, (tuple, list)) and len(given) == len(positional) \
@@ -363,11 +363,19 @@ class Builder:
                            for b in self.module.names.bindings(node)):
                     continue
                 parent = self.module.parent_of(node)
-                if not (isinstance(parent, ast.Call) and parent.func is node):
+                if not (isinstance(parent, ast.Call) and parent.func is node or self._padded(node)):
                     raise Blocked(node.lineno, step_used_as_value(self.module, node))
                 if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
                         and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
                     raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
+
+    def _padded(self, node: ast.Name) -> bool:
+        """Whether ``node`` is the step in ``pad_shard_unpad(step, ...)(...)``, called at once (the
+        driving code's analysis reads that call)."""
+        wrapper = self.module.parent_of(node)
+        return (isinstance(wrapper, ast.Call) and wrapper.args and wrapper.args[0] is node
+                and self.module.names.qualified_name(wrapper.func) == PAD_SHARD_UNPAD
+                and isinstance(self.module.parent_of(wrapper), ast.Call) and self.module.parent_of(wrapper).func is wrapper)
 
     def _factory_only_binds_names(self, factory: ast.FunctionDef) -> None:
         """Each call of a function returning the step binds it to one name (``p_update =
@@ -560,6 +568,24 @@ class Builder:
                                    f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
             if edit.action != "place":
                 self._drop_import(edit.node.func)
+        elif edit.action == "pad":  # flax's padding written out, the padded batch laid out on the mesh
+            named = self.namer.sharding("NamedSharding")
+            spec = self.namer.sharding("PartitionSpec", "P")
+            per_device = "" if edit.per_device is None else f", {self.module.segment(edit.per_device)}"
+            self._around(edit, f"{jax}.make_array_from_process_local_data({named}({mesh}, "
+                               f"{spec}({json.dumps(self.axis)})), {self._padding_helper()}(", f"{per_device}))")
+        elif edit.action == "pad_call":  # pad_shard_unpad(step, ...)(x, y, min_device_batch=n) -> step(x, y)
+            call = edit.node
+            start, end = self.module.span(call.func)
+            self.plan.edits.append(Edit(start, end, self.module.segment(edit.inner)))
+            if call.keywords:
+                parts = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+                index = parts.index(call.keywords[0])
+                if index + 1 < len(parts):
+                    self.plan.edits.append(Edit(self.module.span(parts[index])[0], self.module.span(parts[index + 1])[0], ""))
+                else:
+                    self.plan.edits.append(Edit(self.module.span(parts[index - 1])[1], self.module.span(parts[index])[1], ""))
+            self._drop_import(call.func.func)
         elif edit.action == "opaque":  # jax.pmap(opt_init) -> jit, its output replicated on the mesh
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
@@ -615,6 +641,28 @@ class Builder:
         parent = self.module.parent_of(edit.node)
         return (isinstance(parent, ast.Call) and edit.node in parent.args
                 and self.module.names.qualified_name(parent.func) in _HOST_READS)
+
+    def _padding_helper(self) -> str:
+        """The module's ``pad_to_local_devices``: flax's ``pad_shard_unpad`` padding, without the
+        split per device (a batch laid out on the mesh divides over its devices by itself)."""
+        name = "pad_to_local_devices"
+        if name not in self.plan.helpers:
+            if not self.module.free(name):
+                raise Blocked(1, f"no free module-level name for the padding helper (`{name}` is taken)")
+            jax, np = self.namer.jax(), self.namer.numpy()
+            self.plan.helpers[name] = (
+                f"def {name}(tree, min_device_batch=None):\n"
+                '    """`tree`\'s arrays with zero rows added, to the same number per local device (at least\n'
+                '    `min_device_batch`), as flax\'s `pad_shard_unpad` padded them for pmap."""\n'
+                f"    devices = {jax}.local_device_count()\n"
+                f"    rows = {jax}.tree.leaves(tree)[0].shape[0]\n"
+                "    per_device = max(-(-rows // devices), min_device_batch or 0)\n"
+                "\n"
+                "    def pad(x):\n"
+                f"        return {np}.concatenate([x, {np}.zeros((per_device * devices - rows, *x.shape[1:]), x.dtype)])\n"
+                "\n"
+                f"    return {jax}.tree.map(pad, tree)\n")
+        return name
 
     def _around(self, edit, before: str, after: str) -> None:
         """Replace what surrounds ``edit.inner`` in ``edit.node``, not the inner text itself: a call
@@ -708,13 +756,6 @@ class Builder:
 def _same_name(a: ast.expr, b: ast.expr | str) -> bool:
     name = b if isinstance(b, str) else getattr(b, "id", None) if isinstance(b, ast.Name) else None
     return isinstance(a, ast.Name) and a.id == name
-
-
-def _literal(node: ast.expr):
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return "?"
 
 
 def _paren(text: str, node: ast.expr) -> str:
