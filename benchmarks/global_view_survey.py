@@ -65,6 +65,8 @@ GROUPS = (
      r"is not a literal string"),
     ("a function driving the step used other than by calling it, or with *args / **kwargs",
      r"used other than by calling it|takes \*args|starred arguments|called inside a lambda"),
+    ("a name holding the device axis on one path and not another (after a loop that may run no time)",
+     r"on one path to here and not on another"),
     ("comments inside the pmap call (the rewrite would drop them)", r"comments inside the pmap call"),
     ("`pad_shard_unpad` around the step (its padding would have to be written out)", r"pad_shard_unpad"),
     ("the module runs as several processes and the step's values are not followed there",
