@@ -12,8 +12,8 @@ offered behind it) is counted as such; every other site is put in the group of t
 finding names (``global view not possible: line N: <why>``), or of the reason the site is not
 rewritten at all. Where the finding also says the step itself would compute something else over
 the whole batch (``and with it laid out as a batch, the step still would not compute the same``),
-that is the group: no input pipeline changes it. Prints, per PATH, the sites, the global view's share and the groups, largest
-first, with one finding's words for each.
+that is the group: no input pipeline changes it. Prints, per PATH, the sites, the global view's
+share and the groups, largest first, with one finding's words for each.
 """
 
 from __future__ import annotations

@@ -2,13 +2,12 @@
 
 New imports join the group that already imports from their package, else the group of their kind
 (standard library or third-party), in sorted position, or extend an existing ``from M import ...``
-of the same module; a kind with no group gets one of its own in the usual order. An import is removed only when the plan's edits made it unused: it was read
-before the rewrite and is not after (a pre-existing unused import may be there for its side
-effects). Generated helpers go after the module's import block. Blank lines, comments and every
-byte outside the touched lines are kept. Text edits on ``ast`` positions, no LibCST: this runs for
-every fixed file.
+of the same module; a kind with no group gets one of its own in the usual order. An import is
+removed only when the plan's edits made it unused: it was read before the rewrite and is not after
+(a pre-existing unused import may be there for its side effects). Generated helpers go after the
+module's import block. Blank lines, comments and every byte outside the touched lines are kept.
+Text edits on ``ast`` positions, no LibCST: this runs for every fixed file.
 """
-
 from __future__ import annotations
 
 import ast

@@ -109,12 +109,17 @@ class LegacyPmap(LegacyNameRule):
     fields) and the Hugging Face examples' `TrainState.replicate` that keeps a dropout key per
     device; models applied with
     `.apply` / `.apply_fn` or called as `model(**batch, params=..., train=...)[0]`, with dropout
-    keys; per-device keys (split per device, or `fold_in` of the device's index) become the one
-    key, and the fix says the random streams change. Never a model that keeps statistics of its
+    keys; `with` blocks in the step over values the same on every device (`jax.named_scope`);
+    functions nested in the driving code that read its values (closures, also called from another
+    nested beside them); flax's `pad_shard_unpad(step, static_return=True)(...)`, whose padding is
+    written out in a module helper (`pad_to_local_devices`); per-device keys (split per device, or
+    `fold_in` of the device's index) become the one key, and the fix says the random streams
+    change. Never a model that keeps statistics of its
     batch (`mutable=` other than `False`, a haiku `transform_with_state`): under pmap it
     normalises each device's slice. Per-example outputs read on the host of a module that runs as
     several processes become each process's own rows (`multihost_utils.
-    global_array_to_host_local_array`), as pmap gave them. Unsafe: the
+    global_array_to_host_local_array`), as pmap gave them, and `unreplicate(state)` in a branch
+    only some processes take becomes the copy the process holds (`x.addressable_data(0)`). Unsafe: the
     calling convention changes (no device axis), float reductions regroup, and callers in other
     modules are not seen. Where it cannot be proven, the finding names the line that blocks it,
     and the exact rewrite is the fix where it is right.

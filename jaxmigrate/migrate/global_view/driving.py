@@ -155,7 +155,8 @@ class Step:
 @dataclass
 class DriverEdit:
     node: ast.AST
-    action: str  # replicate | shard | index | unshard | local | key | metrics | opaque | source | place | pad | pad_call
+    # replicate | shard | index | unshard | local | key | metrics | opaque | source | place | pad | pad_call
+    action: str
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
     keys: tuple[str, ...] = ()  # fields a replication gave one RNG key per device (``KeyedState``)
@@ -1186,7 +1187,8 @@ class DriverAnalyzer:
         if literal(options.get("static_return", ast.Constant(False))) is not True:
             raise Blocked(wrapper.lineno, "`pad_shard_unpad` without `static_return=True` un-pads the step's outputs "
                           "(per-example rows, the padding cut off), which this fix does not write")
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg != "min_device_batch" for k in node.keywords):
+        if any(isinstance(a, ast.Starred) for a in node.args) \
+                or any(k.arg != "min_device_batch" for k in node.keywords):
             raise Blocked(node.lineno, "the step `pad_shard_unpad` wraps is called with arguments other than "
                           "positional ones and `min_device_batch=`")
         per_device = node.keywords[0].value if node.keywords else None

@@ -375,7 +375,8 @@ class Builder:
         wrapper = self.module.parent_of(node)
         return (isinstance(wrapper, ast.Call) and wrapper.args and wrapper.args[0] is node
                 and self.module.names.qualified_name(wrapper.func) == PAD_SHARD_UNPAD
-                and isinstance(self.module.parent_of(wrapper), ast.Call) and self.module.parent_of(wrapper).func is wrapper)
+                and isinstance(self.module.parent_of(wrapper), ast.Call)
+                and self.module.parent_of(wrapper).func is wrapper)
 
     def _factory_only_binds_names(self, factory: ast.FunctionDef) -> None:
         """Each call of a function returning the step binds it to one name (``p_update =
@@ -578,13 +579,14 @@ class Builder:
             call = edit.node
             start, end = self.module.span(call.func)
             self.plan.edits.append(Edit(start, end, self.module.segment(edit.inner)))
-            if call.keywords:
+            if call.keywords:  # `min_device_batch=`: gone with it, and the comma before or after it
+                span = self.module.span
                 parts = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
                 index = parts.index(call.keywords[0])
                 if index + 1 < len(parts):
-                    self.plan.edits.append(Edit(self.module.span(parts[index])[0], self.module.span(parts[index + 1])[0], ""))
+                    self.plan.edits.append(Edit(span(parts[index])[0], span(parts[index + 1])[0], ""))
                 else:
-                    self.plan.edits.append(Edit(self.module.span(parts[index - 1])[1], self.module.span(parts[index])[1], ""))
+                    self.plan.edits.append(Edit(span(parts[index - 1])[1], span(parts[index])[1], ""))
             self._drop_import(call.func.func)
         elif edit.action == "opaque":  # jax.pmap(opt_init) -> jit, its output replicated on the mesh
             named = self.namer.sharding("NamedSharding")
@@ -659,7 +661,8 @@ class Builder:
                 "    per_device = max(-(-rows // devices), min_device_batch or 0)\n"
                 "\n"
                 "    def pad(x):\n"
-                f"        return {np}.concatenate([x, {np}.zeros((per_device * devices - rows, *x.shape[1:]), x.dtype)])\n"
+                f"        padding = {np}.zeros((per_device * devices - rows, *x.shape[1:]), x.dtype)\n"
+                f"        return {np}.concatenate([x, padding])\n"
                 "\n"
                 f"    return {jax}.tree.map(pad, tree)\n")
         return name
