@@ -866,6 +866,10 @@ def test_a_closure_called_from_another_closure_is_read_with_the_defining_functio
                  "p_eval_step(state.params", "`state` is a name of `train`, which defines `run_eval`: this fix "
                  "reads `run_eval` with `train`'s values only at its calls in `train`, or in another function",
                  id="the caller binds a name of its own that the callee reads from the defining function"),
+    pytest.param("        return run_eval(batches(rng, 2, batch_size))\n",
+                 "        evaluate = run_eval\n        return evaluate(batches(rng, 2, batch_size))\n",
+                 "evaluate = run_eval", "`run_eval` (which drives the pmapped step) is used other than by calling it",
+                 id="the inner one used as a value in the outer one"),
     pytest.param("history.append(evaluate_once())", "history.append((lambda: evaluate_once())())",
                  "lambda: evaluate_once()", "`evaluate_once` (which drives the pmapped step) is called inside a lambda",
                  id="the outer one called in a lambda"),

@@ -409,7 +409,7 @@ class DriverAnalyzer:
             if id(closure) in self.closures_called_elsewhere:
                 call = next(node for node in reads_of(self.module, closure.name, closure)
                             if self.scope_of(node) is not self.module.parent_of(closure)
-                            and not self._called_from_sibling(closure, self.module.parent_of(node)))
+                            and not self._called_from_sibling(closure, node))
                 raise Blocked(call.lineno, f"`{closure.name}` reads values with pmap's device axis from the "
                               "function that defines it, and is called elsewhere too, where this fix does not "
                               "follow them")
@@ -446,10 +446,15 @@ class DriverAnalyzer:
                         found.append(target)
         return found
 
-    def _called_from_sibling(self, func: ast.FunctionDef, node: ast.Call) -> bool:
-        """Whether ``node`` calls ``func`` from another function nested beside it that is read as a
-        closure (its calls are where they are defined), binding none of the names ``func`` reads
-        from there: each of its calls reads ``func`` with the defining scope's values too."""
+    def _called_from_sibling(self, func: ast.FunctionDef, node: ast.AST) -> bool:
+        """Whether ``node`` (a call of ``func``, or the name it calls) is in another function nested
+        beside it that is read as a closure (its calls are where they are defined), binding none of
+        the names ``func`` reads from there: each of its calls reads ``func`` with the defining
+        scope's values too."""
+        if isinstance(node, ast.Name):
+            call = self.module.parent_of(node)
+            if not (isinstance(call, ast.Call) and call.func is node):
+                return False  # used other than by calling it
         caller = self.scope_of(node)
         if not (isinstance(caller, ast.FunctionDef) and id(caller) in self.closures
                 and self.module.parent_of(caller) is self.module.parent_of(func)):
