@@ -912,6 +912,9 @@ _LEFTOVER = "    if jax.process_index() == 0:\n        leftover_predictions = ev
                  "saved = jax.device_get(state.params)\n", id="fetched to the host: the global array itself"),
     pytest.param("    everywhere = eval_step(unreplicate(state), leftover)\n" + _LEFTOVER,
                  "    everywhere = eval_step(state, leftover)\n", id="computed with by every process"),
+    pytest.param("    is_main = jax.process_index() == 0\n" + _LEFTOVER.replace("jax.process_index() == 0", "is_main"),
+                 "eval_step(jax.tree.map(lambda x: x.addressable_data(0), state), leftover)",
+                 id="the branch's test a name bound to the process index's test"),
 ])
 def test_unreplicate_in_a_branch_some_processes_take(new, written):
     assert _LEFTOVER in _OUTPUTS

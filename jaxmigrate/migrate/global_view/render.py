@@ -630,11 +630,22 @@ class Builder:
             return False
         child, parent = node, self.module.parent_of(node)
         while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.Lambda, ast.Module)):
-            if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and child is not parent.test and any(
-                    isinstance(n, ast.Call) and self.module.names.qualified_name(n.func) == "jax.process_index"
-                    for n in ast.walk(parent.test)):
+            if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and child is not parent.test \
+                    and self._reads_process_index(parent.test):
                 return True
             child, parent = parent, self.module.parent_of(parent)
+        return False
+
+    def _reads_process_index(self, test: ast.expr, through_names: bool = True) -> bool:
+        """Whether ``test`` asks ``jax.process_index()``, itself or through a name bound to an
+        expression that does (``is_main = jax.process_index() == 0``)."""
+        for node in ast.walk(test):
+            if isinstance(node, ast.Call) and self.module.names.qualified_name(node.func) == "jax.process_index":
+                return True
+            if through_names and isinstance(node, ast.Name) and any(
+                    isinstance(getattr(b, "value", None), ast.expr) and self._reads_process_index(b.value, False)
+                    for b in self.module.names.bindings(node)):
+                return True
         return False
 
     def _read_on_the_host(self, edit) -> bool:
