@@ -201,6 +201,14 @@ PROJECTS = {
             "huggingface/transformers", "examples/flax/token-classification", (
                 ("run_flax_ner.py", "0055f834470c4662897181543b27d8cf8c50b9d6",
                  "2661c4087d428cae2ed971d136f64e298e5b70c7cbb8ebb22aaf79f94be2adf5"),))),
+    # JAX's own pmap example with the `datasets.py` it imports (JAX and NumPy only; the driver
+    # shims what JAX removed since, the same on both sides).
+    "jax_examples": Project("jax_examples", JAX_0_4_30, JAX_0_10_2, fetched=Fetched(
+        "jax-ml/jax", "examples", (
+            ("spmd_mnist_classifier_fromscratch.py", "085f5173589959ab088640d5cc461ce7cfe6bf87",
+             "039b2ee4dbef63c79c226373a9b2a7915d979aeecb05db42a6de354c25e8cf86"),
+            ("datasets.py", "218107864d9abfd8c9ea0be78676082c02988975",
+             "00825968593ed90e2bc7bf0b0e5fd61ba45aace7f9d250716ae40da0fdf48d06")))),
 }
 
 
@@ -228,6 +236,8 @@ PROGRAMS = [
     RealProgram("hf_glue", "hf_flax_text_classification", "run_flax_glue.py", True),
     RealProgram("hf_qa", "hf_flax_question_answering", "run_qa.py", True),
     RealProgram("hf_ner", "hf_flax_token_classification", "run_flax_ner.py", True),
+    # A script: the driver runs its `__main__` block with runpy (main() counts it among the modules).
+    RealProgram("jax_spmd_mnist", "jax_examples", "spmd_mnist_classifier_fromscratch.py", False),
 ]
 
 
