@@ -82,6 +82,33 @@ def test_a_comment_inside_the_brackets_is_never_moved():
     assert out.endswith("    argument_11,\n)  # keep\n")
 
 
+def test_a_line_holding_every_element_of_the_bracket_above_breaks_that_bracket():
+    # jaxline's bcast_local_devices: `tree_map(` ends the line above, its two elements and its
+    # closing bracket are the rewritten line (163 characters in a file of 80)
+    original = ("def bcast_local_devices(value):\n"
+                "  devices = jax.local_devices()\n"
+                "  return jax.tree_util.tree_map(\n"
+                "      lambda v: jax.device_put_sharded(len(devices) * [v], devices), value)\n"
+                + "#" * 78 + "\n")
+    new = ('jax.device_put(jax.tree.map(lambda x: np.broadcast_to(x, (len(devices), *np.shape(x))), v), '
+           'NamedSharding(Mesh(devices, ("i",)), P("i")))')
+    out = _rewrite(original, "jax.device_put_sharded(len(devices) * [v], devices)", new)
+    assert out == (
+        "def bcast_local_devices(value):\n"
+        "  devices = jax.local_devices()\n"
+        "  return jax.tree_util.tree_map(\n"
+        "      lambda v: jax.device_put(\n"
+        "          jax.tree.map(\n"
+        "              lambda x: np.broadcast_to(x, (len(devices), *np.shape(x))),\n"
+        "              v,\n"
+        "          ),\n"
+        '          NamedSharding(Mesh(devices, ("i",)), P("i")),\n'
+        "      ),\n"
+        "      value,\n"
+        "  )\n"
+        + "#" * 78 + "\n")
+
+
 def test_a_continuation_line_of_the_users_own_bracket_is_left_to_the_user():
     original = "y = jax.tree_map(f,\n                 tree,\n                 is_leaf=lambda x: isinstance(x, pjit.PartitionSpec))\n"
     out = _rewrite(original, "pjit.PartitionSpec", "jax.sharding.PartitionSpec")

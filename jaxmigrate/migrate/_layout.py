@@ -5,7 +5,9 @@ opens and closes on it: one element per line, indented one step (the file's own 
 past the line, a trailing comma, the closing bracket back at the line's indentation - black's
 "magic trailing comma" layout, which every formatter reads as intended. An element still too long
 is broken the same way. Lines the edits did not lengthen are never touched, nor are brackets with
-a comprehension or a comment inside, nor a line that also closes a bracket opened above it.
+a comprehension or a comment inside, nor a line that also closes a bracket opened above it, unless
+it holds every element of that bracket, opened at the end of the line above: then that bracket is
+the one broken.
 
 The width is the project's configured line length (``line-length``, or ruff's or black's in the
 same pyproject.toml) when it has one; else the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
@@ -212,8 +214,9 @@ def _fitted_line(text: str, line: int, limit: int, unit: Callable[[], str], was:
     tail = text[source.span(node)[1]:source.line_starts[line - 1] + len(current)]
     if _unmatched(tail)[0] > _unmatched(head)[1]:
         # The line also closes a bracket opened on a line above: breaking it here would stack
-        # closing brackets; the user's own layout of that bracket is left alone.
-        return None
+        # closing brackets. Where it holds all of that bracket's elements, hanging below its
+        # opener (`tree_map(` / `    lambda v: ..., value)`), that bracket is the one broken.
+        return _closing_bracket_broken(text, layout, line, limit, unit)
     new_lines = _explode(source, node, line, unit())
     if new_lines is None:
         return None
@@ -228,6 +231,54 @@ def _fitted_line(text: str, line: int, limit: int, unit: Callable[[], str], was:
         block = _fit_elements(text, start, end, block, line, source.span(node)[0], new_lines, nl, long, limit,
                               unit)
     return start, end, block
+
+
+def _closing_bracket_broken(text: str, layout: _Layout, line: int, limit: int,
+                            unit: Callable[[], str]) -> tuple[int, int, str] | None:
+    """``line`` holding every element of a bracket opened at the end of the line above and closed
+    at the end of this one, rewritten one element per line at this line's indentation (a trailing
+    comma each), the closing bracket on its own line at the opener's; each element still too long
+    broken in turn. None where the line is not that."""
+    source = layout.source
+    current = source.line(line)
+    start = source.line_starts[line - 1]
+    end = start + len(current)
+    enclosing = _hanging_bracket(source, line, start + len(current.rstrip()))
+    if enclosing is None or isinstance(enclosing, ast.Dict):
+        return None
+    opener = _opener(source, enclosing)
+    if opener is None or text[opener:start].strip() or "#" in _comments(text[opener:source.span(enclosing)[1] - 1]):
+        return None
+    indent = current[: len(current) - len(current.lstrip())]
+    above = source.line(line - 1)
+    items = [_with_operator(text, source, e) if isinstance(enclosing, ast.Call)
+             else text[slice(*source.span(e))] for e in _elements(enclosing)]
+    closing = text[source.span(enclosing)[1] - 1]
+    lines = [*(f"{indent}{item}," for item in items), above[: len(above) - len(above.lstrip())] + closing]
+    nl = source.newline
+    block = nl.join(lines)
+    whole = text[:start] + block + text[end:]
+    del enclosing  # (the parse it came from is not held while the elements' lines are parsed)
+    for index in range(len(items) - 1, -1, -1):
+        if len(lines[index]) > limit:
+            whole = _fit_line(whole, line + index, limit, unit, 0)
+    return start, end, whole[start:len(whole) - (len(text) - end)]
+
+
+def _hanging_bracket(source: SourceText, line: int, line_end: int) -> ast.expr | None:
+    """The bracket opened on the line above ``line`` and closed at its end (``line_end``), whose
+    elements are all on ``line``; None if there is none (or the text does not parse)."""
+    try:
+        tree = ast.parse(source.text)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, tuple(_BRACKETS)) and node.lineno == line - 1 and node.end_lineno == line \
+                and source.span(node)[1] == line_end:
+            elements = _elements(node)
+            if elements and all(e.lineno == line and e.end_lineno == line for e in elements):
+                return node
+    return None
 
 
 def _fit_elements(text: str, start: int, end: int, block: str, line: int, node_start: int, new_lines: list[str],
