@@ -251,8 +251,7 @@ def _closing_bracket_broken(text: str, layout: _Layout, line: int, limit: int,
         return None
     indent = current[: len(current) - len(current.lstrip())]
     above = source.line(line - 1)
-    items = [_with_operator(text, source, e) if isinstance(enclosing, ast.Call)
-             else text[slice(*source.span(e))] for e in _elements(enclosing)]
+    items = _element_texts(source, enclosing)
     closing = text[source.span(enclosing)[1] - 1]
     lines = [*(f"{indent}{item}," for item in items), above[: len(above) - len(above.lstrip())] + closing]
     nl = source.newline
@@ -374,6 +373,16 @@ def _explode(source: SourceText, node: ast.expr, line: int, unit: str) -> list[s
         # black's: the element, then each `for ... in ...` (and its `if`s) on a line, no commas
         lines = _comprehension_lines(text, source, node)
         return None if lines is None else [head, *(f"{indent}{unit}{item}" for item in lines), f"{indent}{tail}"]
+    return [head, *(f"{indent}{unit}{item}," for item in _element_texts(source, node)), f"{indent}{tail}"]
+
+
+def _element_texts(source: SourceText, node: ast.expr) -> list[str]:
+    """The text of each element of the bracket ``node``: a dict's items with their keys, a call's
+    keyword arguments with their names and ``*`` / ``**`` ones with their operators."""
+    text = source.text
+    if isinstance(node, ast.Call):
+        # keyword nodes span `name=value`; ** arguments start at their operator
+        return [_with_operator(text, source, e) for e in _elements(node)]
     items = []
     for element in _elements(node):
         if isinstance(node, ast.Dict):
@@ -382,10 +391,7 @@ def _explode(source: SourceText, node: ast.expr, line: int, unit: str) -> list[s
         else:
             start = source.span(element)[0]
         items.append(text[start:source.span(element)[1]])
-    if isinstance(node, ast.Call):
-        # keyword nodes span `name=value`; ** arguments start at their operator
-        items = [_with_operator(text, source, e) for e in _elements(node)]
-    return [head, *(f"{indent}{unit}{item}," for item in items), f"{indent}{tail}"]
+    return items
 
 
 def _comprehension_lines(text: str, source: SourceText, node: ast.expr) -> list[str] | None:

@@ -565,16 +565,12 @@ class Builder:
                 # back would compile again for a key on one device.
                 self._around(edit, f"{jax}.device_put(", f", {named}({mesh}, {spec}()))")
             else:
-                self._around(edit, f"{jax}.make_array_from_process_local_data("
-                                   f"{named}({mesh}, {spec}({json.dumps(self.axis)})), ", ")")
+                self._around(edit, self._batch_layout(mesh), ")")
             if edit.action != "place":
                 self._drop_import(edit.node.func)
         elif edit.action == "pad":  # flax's padding written out, the padded batch laid out on the mesh
-            named = self.namer.sharding("NamedSharding")
-            spec = self.namer.sharding("PartitionSpec", "P")
             per_device = "" if edit.per_device is None else f", {self.module.segment(edit.per_device)}"
-            self._around(edit, f"{jax}.make_array_from_process_local_data({named}({mesh}, "
-                               f"{spec}({json.dumps(self.axis)})), {self._padding_helper()}(", f"{per_device}))")
+            self._around(edit, f"{self._batch_layout(mesh)}{self._padding_helper()}(", f"{per_device}))")
         elif edit.action == "pad_call":  # pad_shard_unpad(step, ...)(x, y, min_device_batch=n) -> step(x, y)
             call = edit.node
             start, end = self.module.span(call.func)
@@ -654,6 +650,15 @@ class Builder:
         parent = self.module.parent_of(edit.node)
         return (isinstance(parent, ast.Call) and edit.node in parent.args
                 and self.module.names.qualified_name(parent.func) in _HOST_READS)
+
+    def _batch_layout(self, mesh: str) -> str:
+        """What opens a host batch laid out along the mesh's axis, each process its own rows:
+        ``jax.make_array_from_process_local_data(NamedSharding(mesh, P(axis)), `` (the batch and
+        ``)`` follow)."""
+        named = self.namer.sharding("NamedSharding")
+        spec = self.namer.sharding("PartitionSpec", "P")
+        axis = json.dumps(self.axis)
+        return f"{self.namer.jax()}.make_array_from_process_local_data({named}({mesh}, {spec}({axis})), "
 
     def _padding_helper(self) -> str:
         """The module's ``pad_to_local_devices``: flax's ``pad_shard_unpad`` padding, without the
