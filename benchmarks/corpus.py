@@ -35,38 +35,48 @@ def default_cache() -> Path:
 
 def legacy_corpus(cache: Path | None = None) -> Path:
     """The folder holding every release unpacked, fetched and unpacked where missing."""
-    cache = cache or default_cache()
+    return fetched(RELEASES, cache or default_cache())
+
+
+def fetched(releases, cache: Path, *, sources_only: bool = False) -> Path:
+    """``cache/src``, holding each release of ``releases`` ((project, version) pairs) unpacked: each
+    downloaded into ``cache/dl`` and unpacked where it is not there yet. ``sources_only`` takes the
+    source archive (``--no-binary :all:``) where a wheel would otherwise be preferred."""
     downloads, src = cache / "dl", cache / "src"
-    for project, version in RELEASES:
+    for project, version in releases:
         if _unpacked(src, project, version) is None:
-            _unpack(_archive(downloads, project, version), src, project)
+            _unpack(_archive(downloads, project, version, sources_only), src, project)
             if _unpacked(src, project, version) is None:
                 raise SystemExit(f"{project} {version}: unpacking gave no {project}-{version} folder in {src}")
     return src
 
 
-def _stem(project: str, version: str) -> str:
-    return f"{project.replace('-', '_')}-{version}"
+def _stems(project: str, version: str) -> tuple[str, ...]:
+    """How an archive of the release may be named: wheels spell the project with `_`, older source
+    archives as it is (`dm-haiku-0.0.10.tar.gz`)."""
+    return tuple(dict.fromkeys((f"{project.replace('-', '_')}-{version}", f"{project}-{version}")))
 
 
 def _unpacked(src: Path, project: str, version: str) -> Path | None:
-    stem = _stem(project, version)
-    for candidate in (*src.glob(f"{stem}-*"), src / project / stem):
-        if candidate.is_dir():
-            return candidate
+    for stem in _stems(project, version):
+        for candidate in (*src.glob(f"{stem}-*"), src / project / stem):
+            if candidate.is_dir():
+                return candidate
     return None
 
 
-def _archive(downloads: Path, project: str, version: str) -> Path:
+def _archive(downloads: Path, project: str, version: str, sources_only: bool) -> Path:
     def found() -> list[Path]:
-        stem = _stem(project, version)
-        return sorted(p for p in downloads.glob(f"{stem}*") if p.name.endswith((".whl", ".tar.gz")))
+        stems = _stems(project, version)
+        sdists = [downloads / f"{stem}.tar.gz" for stem in stems]
+        wheels = [] if sources_only else [p for stem in stems for p in downloads.glob(f"{stem}-*.whl")]
+        return sorted({p for p in (*sdists, *wheels) if p.is_file()})
 
     if not found():
         downloads.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(downloads),
-             f"{project}=={version}"],
+            [sys.executable, "-m", "pip", "download", "--no-deps", *(["--no-binary", ":all:"] * sources_only),
+             "--dest", str(downloads), f"{project}=={version}"],
             check=True,
         )
     if not found():

@@ -24,7 +24,6 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from corpus import legacy_corpus  # noqa: E402
+from corpus import fetched, legacy_corpus  # noqa: E402
 
 REALCODE = Path(os.environ.get("JAXMIGRATE_REALCODE", "~/.cache/jaxmigrate/realcode")).expanduser()
 GLOBAL_VIEW = "exact rewrite is not offered"  # (the global view's fix, with no exact rewrite behind it)
@@ -76,25 +75,7 @@ GROUPS = (
 
 def sdists() -> Path:
     """``SDISTS`` unpacked into ``SDIST_CACHE/src`` (each fetched once, then reused)."""
-    downloads, src = SDIST_CACHE / "dl", SDIST_CACHE / "src"
-    for project, version in SDISTS:
-        if (src / f"{project}-{version}").is_dir():
-            continue
-        stems = {f"{project}-{version}", f"{project.replace('-', '_')}-{version}"}
-        found = [p for p in downloads.glob("*.tar.gz") if p.name[: -len(".tar.gz")] in stems]
-        if not found:
-            downloads.mkdir(parents=True, exist_ok=True)
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                            "--dest", str(downloads), f"{project}=={version}"], check=True, capture_output=True)
-            found = [p for p in downloads.glob("*.tar.gz") if p.name[: -len(".tar.gz")] in stems]
-        if not found:
-            raise SystemExit(f"pip download gave no source archive of {project} {version} in {downloads}")
-        with tarfile.open(found[0]) as archive:
-            archive.extractall(src, filter="data")
-        unpacked = src / found[0].name[: -len(".tar.gz")]
-        if unpacked != src / f"{project}-{version}":
-            unpacked.rename(src / f"{project}-{version}")
-    return src
+    return fetched(SDISTS, SDIST_CACHE, sources_only=True)
 
 
 def findings(path: Path) -> list[dict]:
