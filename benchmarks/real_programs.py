@@ -295,9 +295,17 @@ def _last_lines(done: subprocess.CompletedProcess) -> str:
     return " ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
 
 
+# What several drivers share: modules of benchmarks/real_programs/ named `_*.py`, placed beside
+# every driver under their own names (the drivers import them so) and, as the drivers, not counted
+# among the program's modules.
+SHARED = sorted(path.name for path in DRIVERS.glob("_*.py"))
+
+
 def place_driver(program: RealProgram, base: Path, sides) -> None:
     for side in sides:
         shutil.copy(DRIVERS / f"{program.name}.py", base / side / f"driver_{program.name}.py")
+        for name in SHARED:
+            shutil.copy(DRIVERS / name, base / side / name)
 
 
 def imported_modules(base: Path, program: RealProgram, python: Path) -> list[str]:
@@ -305,8 +313,9 @@ def imported_modules(base: Path, program: RealProgram, python: Path) -> list[str
     code = ("import sys, os; sys.path.insert(0, os.getcwd()); import driver_%s\n"
             "root = os.getcwd() + os.sep\n"
             "print('\\n'.join(sorted(os.path.relpath(m.__file__, root) for m in list(sys.modules.values())\n"
-            "      if getattr(m, '__file__', None) and m.__file__.startswith(root) and 'driver_' not in m.__file__)))"
-            % program.name)
+            "      if getattr(m, '__file__', None) and m.__file__.startswith(root) and 'driver_' not in m.__file__\n"
+            "      and os.path.relpath(m.__file__, root) not in %r)))"
+            % (program.name, SHARED))
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=base / "old", env=env)
     if done.returncode != 0:

@@ -18,25 +18,20 @@ device: 16 on 8 devices, 2 a process on 2 processes x 1 device), so that the scr
 examples evaluated on one device" branch (process 0 only) runs as well as the sharded batches;
 `HF_GLUE_EVAL_EXAMPLES` in the environment chooses another count (32: no leftover on either).
 
-The shims, the same on both sides:
+The shims, the same on both sides (`_hf_shims`: the tensorboard writer that records, the
+metric given to `datasets.load_metric`, offline, quiet logging):
 
-- `datasets.load_metric("accuracy")` downloads the metric's script from the Hub; the driver gives
-  `datasets.load_metric` (before the script imports it) a local metric that accumulates
-  `add_batch(predictions=..., references=...)` (arrays or iterables of scalars) and whose
+- `datasets.load_metric("accuracy")` downloads the metric's script from the Hub; the local metric
+  accumulates `add_batch(predictions=..., references=...)` (arrays or iterables of scalars) and its
   `compute()` returns `{"accuracy": ...}`, the mean of predictions equal to references, and starts
   over, as the Hub's metric does. It keeps what each `compute()` returned and the predictions it
   was computed over: main() returns both (41 predictions an epoch, with the leftover's, or 40 on
   process 1).
-- `flax.metrics.tensorboard` imports TensorFlow, which neither venv has; the driver puts in its
-  place (before the script imports it) a module whose `SummaryWriter` records what the script
-  gives its `scalar()` and ignores `hparams()`. The script's `write_metric` still reads every
-  step's training metrics on the host (`get_metrics`), and main() returns the training loss and
-  learning rate it logged for each step (not `train_time`, nor the accuracy: the metric's, above).
+- The script's `write_metric` reads every step's training metrics on the host (`get_metrics`) to
+  log them, and main() returns the training loss and learning rate it logged for each step (not
+  `train_time`, nor the accuracy: the metric's, above).
 - `datasets.config.HF_DATASETS_CACHE` is set to the run's temporary folder (the script has no
   `--cache_dir`), so that the CSVs' Arrow tables and `map` caches stay out of `~/.cache`.
-
-The script's `logging.basicConfig(level=INFO)` would print every library's messages; the driver
-sets a root handler at WARNING first, which makes that call do nothing.
 
 transformers 4.46.3 runs this version of the script as it is (no shim of the library's calls).
 
@@ -46,21 +41,18 @@ evaluation, and the logged training metrics. The script saves on process 0 only:
 returns its index and what its own evaluations (its own batches: every process reads the whole
 CSV and takes the same ones) and logs gave."""
 
-import logging
 import os
 import random
 import sys
 import tempfile
-import types
 from pathlib import Path
 
-# Local files only: nothing to ask the Hub, on either side.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import _hf_shims
+
+_hf_shims.work_offline()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from flax import serialization  # noqa: E402
 
 WORDS = ["the", "cat", "dog", "sat", "on", "mat", "ran", "to", "a", "big", "red", "ball"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -94,33 +86,10 @@ def _load_metric(path, *args, **kwargs):
     return _Accuracy()
 
 
-class _SummaryWriter:
-    """flax.metrics.tensorboard.SummaryWriter without TensorFlow: scalar() is recorded."""
-
-    logged: dict = {}  # tag -> [(step, value)]
-
-    def __init__(self, log_dir, *args, **kwargs):
-        pass
-
-    def hparams(self, hparams):
-        pass
-
-    def scalar(self, tag, value, step):
-        _SummaryWriter.logged.setdefault(tag, []).append((int(step), float(value)))
-
-
 def _script():
     """run_flax_glue, imported at the first call of main() (as hf_clm's script: nothing may start
     JAX's backend before several processes join), with the shims."""
-    import datasets
-
-    datasets.load_metric = _load_metric
-    import flax.metrics
-
-    stub = types.ModuleType("flax.metrics.tensorboard")
-    stub.SummaryWriter = _SummaryWriter
-    sys.modules["flax.metrics.tensorboard"] = stub
-    flax.metrics.tensorboard = stub
+    _hf_shims.install(_load_metric)
     import run_flax_glue
 
     return run_flax_glue
@@ -128,19 +97,10 @@ def _script():
 
 def _inputs(root: Path) -> None:
     """The tokenizer and the model (one folder) and the train and validation CSV files."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import BertConfig, FlaxBertForSequenceClassification, PreTrainedTokenizerFast
+    from transformers import BertConfig, FlaxBertForSequenceClassification
 
     vocab = {w: i for i, w in enumerate([*SPECIAL, *WORDS])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                            sep_token="[SEP]", mask_token="[MASK]",
-                            model_input_names=["input_ids", "token_type_ids", "attention_mask"]
-                            ).save_pretrained(root / "model")
+    _hf_shims.save_bert_tokenizer(vocab, root / "model")
     config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0,
@@ -157,12 +117,11 @@ def _inputs(root: Path) -> None:
 
 def main():
     run_flax_glue = _script()
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING)
+    _hf_shims.quiet_logging()
     import datasets
 
     _Accuracy.computed.clear()
-    _SummaryWriter.logged.clear()
+    _hf_shims.SummaryWriter.logged.clear()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         datasets.config.HF_DATASETS_CACHE = root / "cache"
@@ -174,12 +133,11 @@ def main():
                     "--learning_rate=3e-3", "--num_train_epochs=2", "--num_warmup_steps=2",
                     f"--output_dir={out}", "--seed=0"]
         run_flax_glue.main()
-        logged = {tag: np.asarray([value for _, value in _SummaryWriter.logged[tag]], np.float32)
-                  for tag in ("train_learning_rate", "train_loss")}
+        logged = _hf_shims.logged(("train_learning_rate", "train_loss"))
         ran = {"eval": {"accuracy": np.asarray([c["accuracy"] for c in _Accuracy.computed], np.float32),
                         "predictions": np.stack([c["predictions"] for c in _Accuracy.computed])},
                "logged": logged}
         if jax.process_index() != 0:
             return {"process": np.int32(jax.process_index()), **ran}
-        params = serialization.msgpack_restore((out / "flax_model.msgpack").read_bytes())
-    return {"params": jax.tree_util.tree_map(np.asarray, params), **ran}
+        params = _hf_shims.saved_params(out)
+    return {"params": params, **ran}

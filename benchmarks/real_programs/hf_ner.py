@@ -27,31 +27,26 @@ per device: 16 on 8 devices, 2 a process on 2 processes x 1 device), so that bot
 and the one after it) run as well as the sharded batches; `HF_NER_EVAL_EXAMPLES` in the environment
 chooses another count (32: no leftover on either).
 
-The shims, the same on both sides:
+The shims, the same on both sides (`_hf_shims`: the tensorboard writer that records, the
+metric given to `datasets.load_metric`, offline, quiet logging):
 
 - `datasets.load_metric("seqeval")` downloads the metric's script from the Hub, and it needs the
-  `seqeval` package, which neither venv has; the driver gives `datasets.load_metric` (before the
-  script imports it) a local metric that accumulates `add_batch(predictions=..., references=...)`
-  (lists of sentences' tag strings) and whose `compute()` returns what the script reads of
-  seqeval's: `overall_precision`, `overall_recall`, `overall_f1` over entities and
-  `overall_accuracy` over tokens (and each entity type's precision, recall, f1 and number), then
-  starts over. Entities are chunked as seqeval's default (conlleval's) mode does: a chunk starts
-  at a `B-`, or at an `I-` after `O` or after another type, and an entity is correct where its
-  type, start and end all match; a ratio with nothing to divide by is 0, as seqeval's. It keeps
-  what each `compute()` returned and the tags it was computed over (their labels' indices, in the
-  order the script gave them): main() returns both.
-- `flax.metrics.tensorboard` imports TensorFlow, which neither venv has; the driver puts in its
-  place (before the script imports it) a module whose `SummaryWriter` records what the script
-  gives its `scalar()` and ignores `hparams()`. The script only uses it where
-  `transformers.is_tensorboard_available()` says the `tensorboard` package is installed (neither
-  venv has it either): the driver makes that name, as the script imports it, say yes. The
-  script's `write_train_metric` then reads every step's training metrics on the host
-  (`get_metrics`), and main() returns the training loss and learning rate it logged for each step
-  (not `train_time`, nor the evaluation's: the metric's, above).
+  `seqeval` package, which neither venv has; the local metric accumulates
+  `add_batch(predictions=..., references=...)` (lists of sentences' tag strings) and its
+  `compute()` returns what the script reads of seqeval's: `overall_precision`, `overall_recall`,
+  `overall_f1` over entities and `overall_accuracy` over tokens (and each entity type's precision,
+  recall, f1 and number), then starts over. Entities are chunked as seqeval's default
+  (conlleval's) mode does: a chunk starts at a `B-`, or at an `I-` after `O` or after another type,
+  and an entity is correct where its type, start and end all match; a ratio with nothing to divide
+  by is 0, as seqeval's. It keeps what each `compute()` returned and the tags it was computed over
+  (their labels' indices, in the order the script gave them): main() returns both.
+- The script logs through tensorboard only where `transformers.is_tensorboard_available()` says
+  yes, which the shim makes it say: its `write_train_metric` then reads every step's training
+  metrics on the host (`get_metrics`), and main() returns the training loss and learning rate it
+  logged for each step (not `train_time`, nor the evaluation's: the metric's, above).
 
 `--cache_dir` is the run's temporary folder, so that the JSON files' Arrow tables and `map` caches
-stay out of `~/.cache`. The script's `logging.basicConfig(level=INFO)` would print every library's
-messages; the driver sets a root handler at WARNING first, which makes that call do nothing.
+stay out of `~/.cache`.
 
 transformers 4.46.3 runs this version of the script as it is (no shim of the library's calls).
 
@@ -63,21 +58,18 @@ gave (its own batches: every process reads the whole file and takes the same one
 evaluates the leftover, so another's evaluations have fewer tags)."""
 
 import json
-import logging
 import os
 import random
 import sys
 import tempfile
-import types
 from pathlib import Path
 
-# Local files only: nothing to ask the Hub, on either side.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import _hf_shims
+
+_hf_shims.work_offline()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from flax import serialization  # noqa: E402
 
 ANIMALS = ["cat", "dog", "bird", "fox", "cow"]
 COLOURS = ["red", "blue", "green", "black", "white"]
@@ -156,37 +148,12 @@ def _load_metric(path, *args, **kwargs):
     return _Seqeval()
 
 
-class _SummaryWriter:
-    """flax.metrics.tensorboard.SummaryWriter without TensorFlow: scalar() is recorded."""
-
-    logged: dict = {}  # tag -> [(step, value)]
-
-    def __init__(self, log_dir, *args, **kwargs):
-        pass
-
-    def hparams(self, hparams):
-        pass
-
-    def scalar(self, tag, value, step):
-        _SummaryWriter.logged.setdefault(tag, []).append((int(step), float(value)))
-
-
 def _script():
     """run_flax_ner, imported at the first call of main() (as hf_clm's script: nothing may start
     JAX's backend before several processes join), with the shims."""
     if "run_flax_ner" in sys.modules:
         return sys.modules["run_flax_ner"]
-    import datasets
-    import transformers
-
-    datasets.load_metric = _load_metric
-    transformers.is_tensorboard_available = lambda: True
-    import flax.metrics
-
-    stub = types.ModuleType("flax.metrics.tensorboard")
-    stub.SummaryWriter = _SummaryWriter
-    sys.modules["flax.metrics.tensorboard"] = stub
-    flax.metrics.tensorboard = stub
+    _hf_shims.install(_load_metric)
     import run_flax_ner
 
     return run_flax_ner
@@ -206,19 +173,10 @@ def _sentence(draw: random.Random):
 
 def _inputs(root: Path) -> None:
     """The tokenizer and the model (one folder) and the train and validation JSON-lines files."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import BertConfig, FlaxBertForTokenClassification, PreTrainedTokenizerFast
+    from transformers import BertConfig, FlaxBertForTokenClassification
 
     vocab = {w: i for i, w in enumerate([*SPECIAL, *ANIMALS, *COLOURS, *SHADES, *PLACES, *FILLER])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                            sep_token="[SEP]", mask_token="[MASK]",
-                            model_input_names=["input_ids", "token_type_ids", "attention_mask"]
-                            ).save_pretrained(root / "model")
+    _hf_shims.save_bert_tokenizer(vocab, root / "model")
     config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0,
@@ -237,11 +195,9 @@ def _inputs(root: Path) -> None:
 
 def main():
     run_flax_ner = _script()
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING)
-
+    _hf_shims.quiet_logging()
     _Seqeval.computed.clear()
-    _SummaryWriter.logged.clear()
+    _hf_shims.SummaryWriter.logged.clear()
     # One evaluation an epoch: the script's steps per epoch (its train batch is per device x local devices).
     steps_per_epoch = TRAIN_EXAMPLES // (TRAIN_BATCH_PER_DEVICE * jax.local_device_count())
     with tempfile.TemporaryDirectory() as folder:
@@ -256,13 +212,12 @@ def main():
                     "--learning_rate=3e-3", f"--num_train_epochs={EPOCHS}", "--warmup_steps=2",
                     "--logging_steps=1", f"--eval_steps={steps_per_epoch}", f"--output_dir={out}", "--seed=0"]
         run_flax_ner.main()
-        logged = {tag: np.asarray([value for _, value in _SummaryWriter.logged.get(tag, [])], np.float32)
-                  for tag in ("train_learning_rate", "train_loss")}
+        logged = _hf_shims.logged(("train_learning_rate", "train_loss"))
         ran = {"eval": {**{key: np.asarray([c[f"overall_{key}"] for c in _Seqeval.computed], np.float32)
                            for key in ("precision", "recall", "f1", "accuracy")},
                         "predictions": np.stack([c["predictions"] for c in _Seqeval.computed])},
                "logged": logged}
         if jax.process_index() != 0:
             return {"process": np.int32(jax.process_index()), **ran}
-        params = serialization.msgpack_restore((out / "flax_model.msgpack").read_bytes())
-    return {"params": jax.tree_util.tree_map(np.asarray, params), **ran}
+        params = _hf_shims.saved_params(out)
+    return {"params": params, **ran}

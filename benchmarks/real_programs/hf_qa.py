@@ -26,23 +26,19 @@ device: 16 on 8 devices, 2 a process on 2 processes x 1 device), so that the scr
 examples evaluated on one device" branch (process 0 only) runs as well as the sharded batches;
 `HF_QA_EVAL_EXAMPLES` in the environment chooses another count (32: no leftover on either).
 
-The shims, the same on both sides:
+The shims, the same on both sides (`_hf_shims`: the tensorboard writer that records, the
+metric given to `datasets.load_metric`, offline, quiet logging; and two of this driver's):
 
-- `datasets.load_metric("squad")` downloads the metric's script from the Hub; the driver gives
-  `datasets.load_metric` (before the script imports it) a local metric whose
+- `datasets.load_metric("squad")` downloads the metric's script from the Hub; the local metric's
   `compute(predictions=[{"id", "prediction_text"}], references=[{"id", "answers"}])` returns
   `{"exact_match": ..., "f1": ...}` in percent, SQuAD v1.1's (answers normalised: lower case, no
   punctuation, no articles `a`/`an`/`the`, single spaces; exact match and token F1, the best over an
   example's answers, averaged). It keeps what each `compute()` returned and the answers it was
   computed over (one string an evaluation, `|`-joined): main() returns both.
-- `flax.metrics.tensorboard` imports TensorFlow, which neither venv has; the driver puts in its
-  place (before the script imports it) a module whose `SummaryWriter` records what the script
-  gives its `scalar()` and ignores `hparams()`. The script only uses it where
-  `transformers.is_tensorboard_available()` says the `tensorboard` package is installed (neither
-  venv has it either): the driver makes that name, as the script imports it, say yes. The
-  script's `write_train_metric` then reads every step's training metrics on the host
-  (`get_metrics`), and main() returns the training loss and learning rate it logged for each step
-  (not `train_time`, nor the evaluation's: the metric's, above).
+- The script logs through tensorboard only where `transformers.is_tensorboard_available()` says
+  yes, which the shim makes it say: its `write_train_metric` then reads every step's training
+  metrics on the host (`get_metrics`), and main() returns the training loss and learning rate it
+  logged for each step (not `train_time`, nor the evaluation's: the metric's, above).
 - The script makes its evaluation batches with `np.array(v)` of every column, `offset_mapping`
   too, whose rows are pairs for the context's tokens and `None` for the others: ragged, which NumPy
   made an object array of (with a warning) before 1.24 and refuses since (both venvs have a later
@@ -55,8 +51,7 @@ The shims, the same on both sides:
   runs as it is: main() returns them (as float32: the model computes them in float32).
 
 `--cache_dir` is the run's temporary folder, so that the JSON files' Arrow tables and `map` caches
-stay out of `~/.cache`. The script's `logging.basicConfig(level=INFO)` would print every library's
-messages; the driver sets a root handler at WARNING first, which makes that call do nothing.
+stay out of `~/.cache`.
 
 transformers 4.46.3 runs this version of the script as it is (no shim of the library's calls).
 
@@ -68,7 +63,6 @@ process reads the whole JSON and takes the same ones; only process 0 evaluates t
 another's last rows of logits are -100)."""
 
 import json
-import logging
 import os
 import random
 import re
@@ -79,13 +73,12 @@ import types
 from collections import Counter
 from pathlib import Path
 
-# Local files only: nothing to ask the Hub, on either side.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import _hf_shims
+
+_hf_shims.work_offline()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from flax import serialization  # noqa: E402
 
 COLOURS = ["red", "blue", "green", "black", "white"]
 ANIMALS = ["cat", "dog", "bird", "fox", "cow"]
@@ -131,21 +124,6 @@ def _load_metric(path, *args, **kwargs):
     return _Squad()
 
 
-class _SummaryWriter:
-    """flax.metrics.tensorboard.SummaryWriter without TensorFlow: scalar() is recorded."""
-
-    logged: dict = {}  # tag -> [(step, value)]
-
-    def __init__(self, log_dir, *args, **kwargs):
-        pass
-
-    def hparams(self, hparams):
-        pass
-
-    def scalar(self, tag, value, step):
-        _SummaryWriter.logged.setdefault(tag, []).append((int(step), float(value)))
-
-
 class _NumpyOfItsDay(types.ModuleType):
     """numpy, but `array()` of a ragged list (no dtype given) makes an object array, as numpy did
     (with a VisibleDeprecationWarning) before 1.24, instead of raising."""
@@ -180,17 +158,7 @@ def _script():
     backend before several processes join), with the shims."""
     if "run_qa" in sys.modules:
         return sys.modules["run_qa"]
-    import datasets
-    import transformers
-
-    datasets.load_metric = _load_metric
-    transformers.is_tensorboard_available = lambda: True
-    import flax.metrics
-
-    stub = types.ModuleType("flax.metrics.tensorboard")
-    stub.SummaryWriter = _SummaryWriter
-    sys.modules["flax.metrics.tensorboard"] = stub
-    flax.metrics.tensorboard = stub
+    _hf_shims.install(_load_metric)
     import run_qa
 
     run_qa.np = _NumpyOfItsDay("numpy")
@@ -200,19 +168,10 @@ def _script():
 
 def _inputs(root: Path) -> None:
     """The tokenizer and the model (one folder) and the train and validation JSON files."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import BertConfig, FlaxBertForQuestionAnswering, PreTrainedTokenizerFast
+    from transformers import BertConfig, FlaxBertForQuestionAnswering
 
     vocab = {w: i for i, w in enumerate([*SPECIAL, *COLOURS, *ANIMALS, *FILLER, *QUESTION])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                            sep_token="[SEP]", mask_token="[MASK]",
-                            model_input_names=["input_ids", "token_type_ids", "attention_mask"]
-                            ).save_pretrained(root / "model")
+    _hf_shims.save_bert_tokenizer(vocab, root / "model")
     config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0,
@@ -239,11 +198,9 @@ def _inputs(root: Path) -> None:
 
 def main():
     run_qa = _script()
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING)
-
+    _hf_shims.quiet_logging()
     _Squad.computed.clear()
-    _SummaryWriter.logged.clear()
+    _hf_shims.SummaryWriter.logged.clear()
     _logits.clear()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -258,8 +215,7 @@ def main():
                     "--warmup_steps=2", "--logging_steps=1", "--eval_steps=1000",
                     f"--output_dir={out}", "--seed=0"]
         run_qa.main()
-        logged = {tag: np.asarray([value for _, value in _SummaryWriter.logged.get(tag, [])], np.float32)
-                  for tag in ("train_learning_rate", "train_loss")}
+        logged = _hf_shims.logged(("train_learning_rate", "train_loss"))
         ran = {"eval": {"exact_match": np.asarray([c["exact_match"] for c in _Squad.computed], np.float32),
                         "f1": np.asarray([c["f1"] for c in _Squad.computed], np.float32),
                         "answers": tuple(c["answers"] for c in _Squad.computed),
@@ -268,5 +224,5 @@ def main():
                "logged": logged}
         if jax.process_index() != 0:
             return {"process": np.int32(jax.process_index()), **ran}
-        params = serialization.msgpack_restore((out / "flax_model.msgpack").read_bytes())
-    return {"params": jax.tree_util.tree_map(np.asarray, params), **ran}
+        params = _hf_shims.saved_params(out)
+    return {"params": params, **ran}

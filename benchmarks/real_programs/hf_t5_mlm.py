@@ -22,21 +22,17 @@ JAX's included; the driver sets a root handler at WARNING first, which makes tha
 main() returns the parameters the script saved and its last evaluation's loss and accuracy. The
 script saves on process 0 only: another process returns its index."""
 
-import logging
-import os
-import random
 import runpy
 import sys
 import tempfile
 from pathlib import Path
 
-# Local files only: nothing to ask the Hub, on either side.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import _hf_shims
+
+_hf_shims.work_offline()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from flax import serialization  # noqa: E402
 
 _clip = jax.numpy.clip
 
@@ -68,15 +64,11 @@ def _inputs(root: Path) -> None:
     T5Config(d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2,
              relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
              pad_token_id=0, eos_token_id=1, decoder_start_token_id=0).save_pretrained(root / "config")
-    words = random.Random(0)
-    for name, lines in (("train.txt", 96), ("validation.txt", 32)):
-        text = [" ".join(words.choice(WORDS) for _ in range(words.randint(6, 14))) for _ in range(lines)]
-        (root / name).write_text("\n".join(text) + "\n")
+    _hf_shims.write_sentences(root, WORDS, {"train.txt": 96, "validation.txt": 32})
 
 
 def main():
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING)
+    _hf_shims.quiet_logging()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         _inputs(root)
@@ -91,6 +83,6 @@ def main():
         left = runpy.run_path(str(SCRIPT), run_name="__main__")
         if jax.process_index() != 0:
             return {"process": np.int32(jax.process_index())}
-        params = serialization.msgpack_restore((out / "flax_model.msgpack").read_bytes())
-    return {"params": jax.tree_util.tree_map(np.asarray, params),
+        params = _hf_shims.saved_params(out)
+    return {"params": params,
             "eval": {k: np.float32(v) for k, v in sorted(left["eval_metrics"].items())}}
