@@ -58,8 +58,9 @@ GROUPS = (
     ("an argument not made by a replicate / shard the fix recognises (an input pipeline, another "
      "module's state)", r"is not made by a replicate|is not shown replicated|not shown to have the device count"),
     ("`devices=` a subset, or a list the caller passes", r"`devices=`|devices="),
-    ("another pmap option the global view does not take (`static_broadcasted_argnums=`, `backend=`, "
-     "`axis_size=`, static arguments)", r"has no global-view counterpart|static arguments"),
+    ("another pmap option the global view does not take (`backend=`, `axis_size=`, static positions it "
+     "cannot read or a static argument given by keyword)",
+     r"has no global-view counterpart|static arguments|static_broadcasted_argnums=` other than|is static"),
     ("the axis name is not a literal string (a parameter, a constant of another module)",
      r"is not a literal string"),
     ("a function driving the step used other than by calling it, or with *args / **kwargs",

@@ -948,3 +948,26 @@ def test_a_padded_evaluation_blocks_where_the_padding_is_not_the_fixes_to_write(
     text = _PADDED.replace(old, new)
     assert text != _PADDED
     assert_blocks_at(text, marker, reason)
+
+
+_STATIC = (FIXTURES / "static_arguments.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("static_broadcasted_argnums=(2, 3),", "static_broadcasted_argnums=STATIC,", "p_predict_step =",
+                 "`static_broadcasted_argnums=` other than literal positions", id="positions in a name"),
+    pytest.param("static_broadcasted_argnums=(2, 3),", "static_broadcasted_argnums=(2, 4),", "p_predict_step =",
+                 "`static_broadcasted_argnums=` other than literal positions",
+                 id="past the parameters a partial leaves"),
+    pytest.param("p_predict_step(params, x, EOS_ID, 4)", "p_predict_step(params, x, EOS_ID, max_length=4)",
+                 "max_length=4", "argument 4 of `p_predict_step` is static (`static_broadcasted_argnums=`) but "
+                 "passed by keyword, which pmap maps", id="a static argument by keyword"),
+    pytest.param("= train_step(params, x, y, learning_rate)", "= train_step(params, x, y, y)", "= train_step(",
+                 "argument 4 of `train_step` is static (`static_broadcasted_argnums=`) but has pmap's device axis",
+                 id="a static position given a value with the device axis"),
+])
+def test_static_arguments_block_where_jit_would_not_take_them_as_pmap_did(old, new, marker, reason):
+    assert plan_global(_STATIC).possible, plan_global(_STATIC).blocker
+    text = _STATIC.replace(old, new)
+    assert text != _STATIC
+    assert_blocks_at(text, marker, reason)

@@ -36,7 +36,8 @@ driving code. Planning is ``ast``-only; ``apply`` writes.
 
 Preconditions (each one a reason in the finding when it fails): every pmap is a decorator or a
 module-level ``name = jax.pmap(f, ...)`` of a module function, with a literal ``axis_name``, no
-``devices`` / ``backend`` / ``axis_size`` / ``static_broadcasted_argnums``, ``in_axes`` of 0 /
+``devices`` / ``backend`` / ``axis_size`` (``static_broadcasted_argnums`` becomes jit's
+``static_argnums``), ``in_axes`` of 0 /
 None and ``out_axes`` 0; it is only called, in this module, by code the analysis follows; its
 outputs are replicated or per-example values; and no value with the device axis leaves what the
 analysis sees (returned, stored in an attribute, passed to another function, captured).

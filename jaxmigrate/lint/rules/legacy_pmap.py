@@ -112,7 +112,9 @@ class LegacyPmap(LegacyNameRule):
     keys; `with` blocks in the step over values the same on every device (`jax.named_scope`);
     functions nested in the driving code that read its values (closures, also called from another
     nested beside them); flax's `pad_shard_unpad(step, static_return=True)(...)`, whose padding is
-    written out in a module helper (`pad_to_local_devices`); per-device keys (split per device, or
+    written out in a module helper (`pad_to_local_devices`); `static_broadcasted_argnums=`, which
+    becomes jit's `static_argnums=` where the callers pass host values there, positionally (flax's
+    WMT decoding step); per-device keys (split per device, or
     `fold_in` of the device's index) become the one key, and the fix says the random streams
     change. Never a model that keeps statistics of its
     batch (`mutable=` other than `False`, a haiku `transform_with_state`): under pmap it

@@ -127,6 +127,7 @@ class Step:
     binding: ast.AST  # the def (decorator form) or the assigned pmap call (call form)
     func: ast.FunctionDef
     in_axes: tuple  # per position: 0 or None
+    static: tuple[int, ...] = ()  # positions of `static_broadcasted_argnums=` (unmapped host values)
     outputs: Kind = BOT
     params: list[Kind] = field(default_factory=list)
     bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
@@ -1224,10 +1225,15 @@ class DriverAnalyzer:
         for i, arg in self._step_arguments(step, node):
             kind = given[id(arg)] if given and id(arg) in given else self.expr(arg, env)
             mapped = step.in_axes[i] if i < len(step.in_axes) else 0
+            if i in step.static and any(arg is k.value for k in node.keywords):
+                # pmap's static positions are positional only: by keyword pmap maps the value,
+                # where jit's `static_argnums=` would name the parameter static too
+                raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` is static "
+                              "(`static_broadcasted_argnums=`) but passed by keyword, which pmap maps")
             if mapped is None:
                 if any(leaf != HOST for leaf in _hleaves(kind)):
-                    raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` is not mapped (in_axes None) "
-                                  "but has pmap's device axis")
+                    how = "static (`static_broadcasted_argnums=`)" if i in step.static else "not mapped (in_axes None)"
+                    raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` is {how} but has pmap's device axis")
                 step.params[i] = _join_kind(step.params[i], R)
                 continue
             leaves = [leaf for leaf in _hleaves(kind) if leaf != BOT]

@@ -33,7 +33,9 @@ from jaxmigrate.migrate.global_view.objects import method_of, self_attribute
 from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
 
-_OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "donate_argnums"})
+_OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums"})
+# pmap's options that `jax.jit` takes too, by the name jit gives them.
+_JIT_OPTIONS = {"static_broadcasted_argnums": "static_argnums", "donate_argnums": "donate_argnums"}
 # Calls that fetch a replicated array to the host: on any process, from the copy it holds.
 _HOST_READS = frozenset({"jax.device_get", "numpy.asarray", "numpy.array", "builtins.float", "builtins.int"})
 
@@ -46,7 +48,7 @@ class Builder:
         self.namer = Namer(module, self.plan)
         self.axis: str | None = None
         self.steps: dict[str, Step] = {}
-        self.donate: dict[str, str | None] = {}
+        self.jit_options: dict[str, list[str]] = {}  # a step's keywords for `jax.jit` (`donate_argnums=...`)
         self.app_of: dict[str, Application] = {}
         self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
         self.jitted: dict[int, ast.Call] = {}  # a pmap call's id -> the `jax.jit(...)` around it
@@ -275,7 +277,7 @@ class Builder:
                 else None
             if func is None and at_once and not options and made is call and self._opaque(fun, assign):
                 name = f"jax.pmap(...) at line {app.line}"
-                self.fun[name], self.donate[name], self.app_of[name] = fun, None, app
+                self.fun[name], self.jit_options[name], self.app_of[name] = fun, [], app
                 self.steps[name] = Step(name, call, None, (0,) * len(assign.args), fun=fun, opaque=len(assign.args))
                 return
             if func is None:
@@ -305,8 +307,9 @@ class Builder:
         # Each pmap names its own axis for its own collectives (flax's `sync_batch_stats` pmaps a
         # `pmean` over 'x' beside a train step over 'batch'); the one mesh takes the first name.
         self.axis = self.axis or axis
-        if "donate_argnums" in values and id(app.node) in self.jitted:
-            raise Blocked(app.line, "`donate_argnums=` on a pmap that `jax.jit` wraps: the jit does not donate")
+        for option in ("static_broadcasted_argnums", "donate_argnums"):
+            if option in values and id(app.node) in self.jitted:
+                raise Blocked(app.line, f"`{option}=` on a pmap that `jax.jit` wraps: the jit does not take it")
         if "out_axes" in values and literal(values["out_axes"]) != 0:
             raise Blocked(app.line, "`out_axes=` other than 0")
         positional = [a.arg for a in func.args.args]
@@ -317,7 +320,7 @@ class Builder:
             # (a parameter after one `partial` binds by name is given by name too: LRA's
             # `partial(train_step, learning_rate_fn=...)` called with `dropout_rng=`)
             positional = [a for a in positional if a not in bound]
-        in_axes = (0,) * len(positional)
+        in_axes, static = (0,) * len(positional), ()
         if "in_axes" in values:
             given = literal(values["in_axes"])
             if given == 0:
@@ -327,11 +330,23 @@ class Builder:
                 in_axes = tuple(given)
             else:
                 raise Blocked(app.line, "`in_axes=` other than 0 or a tuple of 0 / None per argument")
+        if "static_broadcasted_argnums" in values:
+            # pmap hands a static argument to every device as the Python value it is, as jit's
+            # `static_argnums=` hands it to the one program: the driving code passes a host value
+            # there, unmapped (pmap ignores `in_axes` at those positions).
+            static = literal(values["static_broadcasted_argnums"])
+            static = (static,) if isinstance(static, int) else static
+            if not (isinstance(static, (tuple, list)) and static
+                    and all(type(i) is int and 0 <= i < len(positional) for i in static)):
+                raise Blocked(app.line, "`static_broadcasted_argnums=` other than literal positions of the "
+                              "step's parameters")
+            in_axes = tuple(None if i in static else axis for i, axis in enumerate(in_axes))
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes, bound=tuple(bound), fun=fun, factory=factory,
-                                returned=returned, holder=holder, axis=axis)
-        self.donate[name] = self.module.segment(values["donate_argnums"]) if "donate_argnums" in values else None
+        self.steps[name] = Step(name, binding, func, in_axes, static=tuple(static), bound=tuple(bound), fun=fun,
+                                factory=factory, returned=returned, holder=holder, axis=axis)
+        self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
+                                  for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
 
     def _opaque(self, fun: ast.expr, call: ast.Call) -> bool:
@@ -425,22 +440,20 @@ class Builder:
         jax = self.namer.jax()
         for name, step in self.steps.items():
             app = self.app_of[name]
-            donate = self.donate[name]
+            options = self.jit_options[name]
             if step.opaque is not None:  # the driving code's edit (`_driver`), where the mesh is known
                 continue
             if app.kind == "decorator":
                 node = app.node
-                if donate is None:
+                if not options:
                     self._replace(node, f"{jax}.jit")
                     if isinstance(node, ast.Call):
                         self._drop_import(node.func)
                 else:
                     partial = self.module.segment(node.func) if isinstance(node, ast.Call) else "functools.partial"
-                    self._replace(node, f"{partial}({jax}.jit, donate_argnums={donate})")
+                    self._replace(node, f"{partial}({jax}.jit, {', '.join(options)})")
             else:
-                args = [self.module.segment(self.fun[name])]
-                if donate is not None:
-                    args.append(f"donate_argnums={donate}")
+                args = [self.module.segment(self.fun[name]), *options]
                 outer = self.jitted.get(id(app.node))
                 if outer is not None:  # `jax.jit(jax.pmap(f, ...))`: the pmap goes, the jit stays
                     start, end = self.module.span(app.node)
