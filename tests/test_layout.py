@@ -76,6 +76,23 @@ def test_a_line_the_edit_did_not_lengthen_is_left_alone():
     assert out == original.replace("argument_0", "argument0")
 
 
+_STEP = ("def step(params, grads):\n"
+         "    grads = jax.lax.pmean(grads, axis_name='batch')\n"
+         "    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)  # the user's own long line\n")
+
+
+@pytest.mark.parametrize("old, new", [
+    pytest.param("    grads = jax.lax.pmean(grads, axis_name='batch')\n", "", id="whole lines removed above it"),
+    pytest.param("    grads = jax.lax.pmean(grads, axis_name='batch')\n", "    grads = grads\n",
+                 id="a whole line rewritten above it"),
+    pytest.param("    grads = jax.lax.pmean(grads, axis_name='batch')\n",
+                 "    grads = jax.lax.pmean(grads, axis_name='batch')\n    n = 1\n", id="a line inserted above it"),
+])
+def test_the_unchanged_line_after_an_edit_of_whole_lines_is_left_alone(old, new):
+    assert len(_STEP.splitlines()[2]) > line_limit(_STEP)
+    assert _rewrite(_STEP, old, new) == _STEP.replace(old, new)
+
+
 def test_a_comment_inside_the_brackets_is_never_moved():
     original = "x = f(a)  # keep\n"
     out = _rewrite(original, "f(a)", "f(" + ", ".join(f"argument_{i}" for i in range(12)) + ")")

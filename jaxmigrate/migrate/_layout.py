@@ -76,14 +76,19 @@ def fit_edits(original: str, edits: list[Edit], text: str, fstrings: FStrings | 
     shift = 0
     new_starts = SourceText(text).line_starts
     fstrings = fstrings or FStrings(original)
+    line_starts = set(old.line_starts)
     for edit in sorted(edits):
         old_line = old.position(edit.start)[0]
         start = edit.start + shift
         shift += len(edit.content) - (edit.end - edit.start)
         if fstrings.inside(edit):  # a line break there does not parse before Python 3.12
             continue
+        whole_lines = edit.start in line_starts and edit.end in line_starts
+        if whole_lines and not edit.content:
+            continue  # whole lines removed (a `pmean` gone): the line after them is as it was
         first = _line_of(new_starts, start)
-        last = _line_of(new_starts, start + len(edit.content))
+        # What ends with its own line break ends on that line, not on the unchanged one after it.
+        last = _line_of(new_starts, start + len(edit.content) - (whole_lines and edit.content.endswith("\n")))
         for line in range(first, last + 1):
             lengthened.add((line, len(old.line(old_line))))
     unit = functools.cache(lambda: continuation_unit(original))  # most passes break no line
