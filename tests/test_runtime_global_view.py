@@ -332,6 +332,22 @@ def test_two_processes_give_the_pmap_results_for_batches_from_generators(tmp_pat
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
+def test_two_processes_give_the_pmap_results_for_static_arguments(tmp_path):
+    """The static arguments' steps as 2 processes (today's flax replicates on JAX 0.10, which has no
+    device_put_replicated; the replicated parameters returned, not the per-example predictions):
+    each process passes the same Python values to `static_argnums=`, as to pmap."""
+    text = OLD["global_static_arguments"].read_text()
+    tail = text[text.index("    params = jax.device_put_replicated"):]
+    old = tmp_path / "old.py"
+    old.write_text(text.replace("import numpy as np\n", "import numpy as np\nfrom flax import jax_utils\n").replace(
+        tail, tail.replace("jax.device_put_replicated(params, jax.local_devices())", "jax_utils.replicate(params)")
+        .split("    return")[0] + '    return {"params": jax_utils.unreplicate(params)}\n'))
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "static_argnums=(2, 3)" in new.read_text()
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
 def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
     """`probs.reshape(-1, probs.shape[-1])` reads the same rows whether `probs` has pmap's two
     leading axes or the global view's one: the fix leaves it as it is, and the results agree."""
