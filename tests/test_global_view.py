@@ -971,3 +971,9 @@ def test_static_arguments_block_where_jit_would_not_take_them_as_pmap_did(old, n
     text = _STATIC.replace(old, new)
     assert text != _STATIC
     assert_blocks_at(text, marker, reason)
+
+
+def test_static_and_donated_arguments_both_go_to_jit():
+    text = _STATIC.replace("static_broadcasted_argnums=(3,))", "static_broadcasted_argnums=(3,), donate_argnums=(0,))")
+    assert text != _STATIC
+    assert "@functools.partial(jax.jit, static_argnums=(3,), donate_argnums=(0,))\n" in fix(text, set())
