@@ -42,6 +42,14 @@ def assert_blocks_at(text: str, marker: str, reason: str) -> None:
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
 
 
+def assert_variant_blocks(source: str, old: str, new: str, marker: str, reason: str) -> None:
+    """``source`` takes the global view; with ``old`` made ``new`` it is blocked at ``marker``, for ``reason``."""
+    assert plan_global(source).possible, plan_global(source).blocker
+    text = source.replace(old, new)
+    assert text != source
+    assert_blocks_at(text, marker, reason)
+
+
 def test_every_case_has_a_fixture_pair():
     outs = sorted(p.name.removesuffix(".out.py") for p in FIXTURES.glob("*.out.py"))
     assert CASES and outs == CASES
@@ -840,10 +848,7 @@ _CLOSURE = (FIXTURES / "closure_reads_replicated_state.in.py").read_text()
                  id="an item of another kind in a dict of metrics"),
 ])
 def test_a_closure_is_read_at_its_calls_in_the_function_that_defines_it(old, new, marker, reason):
-    assert plan_global(_CLOSURE).possible, plan_global(_CLOSURE).blocker
-    text = _CLOSURE.replace(old, new)
-    assert text != _CLOSURE
-    assert_blocks_at(text, marker, reason)
+    assert_variant_blocks(_CLOSURE, old, new, marker, reason)
 
 
 # LRA's evaluation one call further: `train` calls `evaluate_once`, which calls `run_eval`.
@@ -896,10 +901,7 @@ _NAMED_SCOPE = (FIXTURES / "named_scope_in_step.in.py").read_text()
                  id="a context of a value the analysis cannot tell"),
 ])
 def test_a_with_over_a_per_device_value_blocks(old, new, marker, reason):
-    assert plan_global(_NAMED_SCOPE).possible, plan_global(_NAMED_SCOPE).blocker
-    text = _NAMED_SCOPE.replace(old, new)
-    assert text != _NAMED_SCOPE
-    assert_blocks_at(text, marker, reason)
+    assert_variant_blocks(_NAMED_SCOPE, old, new, marker, reason)
 
 
 _LEFTOVER = "    if jax.process_index() == 0:\n        leftover_predictions = eval_step(unreplicate(state), leftover)\n"
@@ -944,10 +946,7 @@ _PADDED = (FIXTURES / "padded_evaluation.in.py").read_text()
                  id="per-example outputs, which come back padded and split"),
 ])
 def test_a_padded_evaluation_blocks_where_the_padding_is_not_the_fixes_to_write(old, new, marker, reason):
-    assert plan_global(_PADDED).possible, plan_global(_PADDED).blocker
-    text = _PADDED.replace(old, new)
-    assert text != _PADDED
-    assert_blocks_at(text, marker, reason)
+    assert_variant_blocks(_PADDED, old, new, marker, reason)
 
 
 _STATIC = (FIXTURES / "static_arguments.in.py").read_text()
@@ -967,10 +966,7 @@ _STATIC = (FIXTURES / "static_arguments.in.py").read_text()
                  id="a static position given a value with the device axis"),
 ])
 def test_static_arguments_block_where_jit_would_not_take_them_as_pmap_did(old, new, marker, reason):
-    assert plan_global(_STATIC).possible, plan_global(_STATIC).blocker
-    text = _STATIC.replace(old, new)
-    assert text != _STATIC
-    assert_blocks_at(text, marker, reason)
+    assert_variant_blocks(_STATIC, old, new, marker, reason)
 
 
 def test_static_and_donated_arguments_both_go_to_jit():
