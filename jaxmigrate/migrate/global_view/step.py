@@ -667,8 +667,11 @@ class StepAnalyzer:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
         if isinstance(node, ast.Name):
+            # A name bound once, to a string: a module constant (`AXIS = "batch"`) or a local
+            # (brax's `axis_name = 'x'` beside the pmap that names it); read before that one
+            # binding, it would raise under pmap too.
             bindings = self.names.bindings(node)
-            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self._module_level_value(bindings[0]):
+            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
                 value = bindings[0].value
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
                     return value.value
