@@ -975,29 +975,20 @@ def test_static_and_donated_arguments_both_go_to_jit():
     assert "@functools.partial(jax.jit, static_argnums=(3,), donate_argnums=(0,))\n" in fix(text, set())
 
 
-_LOCAL_AXIS = textwrap.dedent('''\
-    import jax
-    import jax.numpy as jnp
-
-
-    def fit(params, x):
-        axis_name = "batch"
-
-        def step(params, x):
-            grads = jax.grad(lambda p: jnp.mean((x @ p) ** 2))(params)
-            return params - 0.1 * jax.lax.pmean(grads, axis_name=axis_name)
-
-        p_step = jax.pmap(step, axis_name=axis_name)
-        params = jax.device_put_replicated(params, jax.local_devices())
-        x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])
-        params = p_step(params, x)
-        return jax.tree.map(lambda p: p[0], params)
-''')
+_LOCAL_AXIS = (FIXTURES / "local_axis_name.in.py").read_text()
 
 
 def test_an_axis_name_bound_once_to_a_string_in_the_function_is_read_as_that_string():
     fixed = fix(_LOCAL_AXIS, set())
     assert "p_step = jax.jit(step)" in fixed and "pmean" not in fixed
+    assert "axis_name = \"batch\"" not in fixed  # read only by what the fix rewrote, it goes with them
+
+
+def test_an_axis_name_read_elsewhere_too_stays():
+    text = _LOCAL_AXIS.replace("    return jax.tree.map(lambda p: p[0], params)",
+                               "    print(axis_name)\n    return jax.tree.map(lambda p: p[0], params)")
+    assert text != _LOCAL_AXIS
+    assert '    axis_name = "batch"\n' in fix(text, set())
 
 
 def test_an_axis_name_bound_more_than_once_is_not_read():

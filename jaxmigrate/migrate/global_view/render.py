@@ -130,7 +130,9 @@ class Builder:
             if built is None:
                 self._insert_mesh(mesh, firsts)
         removed = self._drop_unused_helpers(drivers.edits.values())
-        self._drop_unused_device_counts([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed)
+        rewritten = [self.module.span(app.node) for app in self.app_of.values() if app.node is not None]
+        self._drop_unused_locals([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed,
+                                 rewritten + [self.module.span(e.node) for e in edits.values()])
         return self.plan
 
     def _with_what_the_step_does(self, blocked: Blocked, drivers, factories) -> Blocked:
@@ -218,30 +220,40 @@ class Builder:
             removed.append(self.module.span(statement))
         return removed
 
-    def _drop_unused_device_counts(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]]) -> None:
+    def _drop_unused_locals(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]],
+                            rewritten: list[tuple[int, int]]) -> None:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
-        fix replaced, goes with them (a module-level one stays: other modules may import it); so
-        does a shape those reshapes alone read (``shape_prefix = (n, per_device)``)."""
+        fix ``replaced``, goes with them (a module-level one stays: other modules may import it); so
+        does a shape those reshapes alone read (``shape_prefix = (n, per_device)``), and an axis
+        name read only by the pmaps and collectives the fix ``rewritten`` (``axis_name = "x"``)."""
         loads: dict[int, list[ast.Name]] = {}
         for node in self.module.of_type(ast.Name):
             if isinstance(node.ctx, ast.Load):
                 for binding in self.module.names.bindings(node):
                     if isinstance(binding, ValueBinding):
                         loads.setdefault(id(binding.value), []).append(node)
+        axes = {step.axis for step in self.steps.values()}
         for node in self.module.of_type(ast.Assign):
-            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and (
-                    isinstance(node.value, ast.Call) and not node.value.args
-                    and self.module.names.qualified_name(node.value.func) == "jax.local_device_count"
-                    or isinstance(node.value, ast.Tuple)
-                    and all(isinstance(e, (ast.Name, ast.Constant)) for e in node.value.elts))):
+            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            value = node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in axes:
+                spans = rewritten
+            elif (isinstance(value, ast.Call) and not value.args
+                    and self.module.names.qualified_name(value.func) == "jax.local_device_count"
+                    or isinstance(value, ast.Tuple) and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
+                spans = replaced
+            else:
                 continue
             if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
                 continue
             if any(start <= self.module.span(node)[0] < end for start, end in removed):
                 continue  # goes with the helper it is in
-            uses = loads.get(id(node.value), [])
-            if uses and all(any(start <= self.module.span(u)[0] < end for start, end in replaced) for u in uses):
-                self._delete_lines(node)
+            uses = loads.get(id(value), [])
+            if uses and all(any(start <= self.module.span(u)[0] < end for start, end in spans) for u in uses):
+                # the first statement of a block goes with the blank lines after it: no block opens blank
+                body = getattr(self.module.parent_of(node), "body", None)
+                self._delete_lines(node, blank_after=bool(body) and body[0] is node)
 
     def _step(self, app: Application) -> None:
         func, bound, factory, returned, holder = app.mapped, {}, None, None, None
