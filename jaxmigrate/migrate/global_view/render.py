@@ -241,7 +241,8 @@ class Builder:
                 spans = rewritten
             elif (isinstance(value, ast.Call) and not value.args
                     and self.module.names.qualified_name(value.func) == "jax.local_device_count"
-                    or isinstance(value, ast.Tuple) and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
+                    or isinstance(value, ast.Tuple)
+                    and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
                 spans = replaced
             else:
                 continue
