@@ -1183,10 +1183,9 @@ class DriverAnalyzer:
         step computes over the same rows, padding included."""
         wrapper = node.func
         options = {k.arg: k.value for k in wrapper.keywords}
-        static = literal(options.get("static_argnums", ast.Constant((0,))))
-        static = (static,) if isinstance(static, int) else static
+        static = literal_positions(options.get("static_argnums", ast.Constant((0,))))
         if len(wrapper.args) != 1 or set(options) - {"static_argnums", "static_argnames", "static_return"} \
-                or not (isinstance(static, (tuple, list)) and all(isinstance(i, int) for i in static)) \
+                or static is None \
                 or literal(options.get("static_argnames", ast.Constant(()))) not in ((), []):
             raise Blocked(wrapper.lineno, "`pad_shard_unpad` is given options other than literal `static_argnums` "
                           "and `static_return`")
@@ -1327,6 +1326,16 @@ def literal(node: ast.expr):
         return ast.literal_eval(node)
     except ValueError:
         return "?"
+
+
+def literal_positions(node: ast.expr) -> tuple[int, ...] | None:
+    """Argument positions written as ``static_argnums=`` takes them: a literal int or a tuple or
+    list of ints; None for anything else."""
+    value = literal(node)
+    value = (value,) if isinstance(value, int) else value
+    if isinstance(value, (tuple, list)) and all(isinstance(i, int) for i in value):
+        return tuple(value)
+    return None
 
 
 def reads_of(module, name: str, fn: ast.AST) -> list[ast.Name]:

@@ -18,7 +18,7 @@ from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
-from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, literal, reads_of
+from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, literal, literal_positions, reads_of
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, step_used_as_value
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
@@ -347,16 +347,14 @@ class Builder:
             # pmap hands a static argument to every device as the Python value it is, as jit's
             # `static_argnums=` hands it to the one program: the driving code passes a host value
             # there, unmapped (pmap ignores `in_axes` at those positions).
-            static = literal(values["static_broadcasted_argnums"])
-            static = (static,) if isinstance(static, int) else static
-            if not (isinstance(static, (tuple, list)) and static
-                    and all(type(i) is int and 0 <= i < len(positional) for i in static)):
+            static = literal_positions(values["static_broadcasted_argnums"])
+            if not (static and all(type(i) is int and 0 <= i < len(positional) for i in static)):
                 raise Blocked(app.line, "`static_broadcasted_argnums=` other than literal positions of the "
                               "step's parameters")
             in_axes = tuple(None if i in static else axis for i, axis in enumerate(in_axes))
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes, static=tuple(static), bound=tuple(bound), fun=fun,
+        self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), fun=fun,
                                 factory=factory, returned=returned, holder=holder, axis=axis)
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
