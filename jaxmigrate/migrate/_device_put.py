@@ -53,10 +53,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.module import ParsedModule
+from jaxmigrate.core.module import ParsedModule, parse_module
 from jaxmigrate.migrate._meshes import MAKE_MESH
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate._plan import Namer, Plan, Site, Sites, Unprovable, invented_axis, remove_imports_of, resolves, selected
+from jaxmigrate.migrate._plan import (Namer, Plan, Site, Sites, Unprovable, apply, invented_axis, remove_imports_of,
+                                      resolves, selected)
 from jaxmigrate.names import ImportBinding, ValueBinding
 
 _REPLICATED, _SHARDED = "jax.device_put_replicated", "jax.device_put_sharded"
@@ -87,6 +88,73 @@ WEAK_TYPES = (
 
 def plan_device_put(module: ParsedModule, plan: Plan, sites: Sites) -> list[Site]:
     return _Placements(module, plan).run(sites, _LEGACY, _device_put_call)
+
+
+def relayout_replications(text: str) -> str:
+    """The replications an earlier fix laid out for kept pmaps, laid out again now that a pmap
+    rewrite built a mesh: the pre-commit hook's safe ``--fix`` writes ``jax.device_put(<broadcast>,
+    NamedSharding(Mesh(jax.devices(), (axis,)), P(axis)))`` for a value a kept pmap takes (that
+    pmap's own mesh, so it is not placed again); once a later ``--fix --unsafe-fixes`` rewrites the
+    pmap, the value goes where a replication made in one run goes (``_Placements.replicated``): onto
+    the mesh of its function's steps, unless a pmap still kept takes it. The values are the same
+    either way; the step compiles once, and no mesh is left named after JAX's internal pmap axis."""
+    if "broadcast_to" not in text or "NamedSharding" not in text:
+        return text
+    module = parse_module(text)
+    if module is None:
+        return text
+    plan = Plan()
+    placements = _Placements(module, plan)
+    if placements.multi_process:
+        return text
+    for call in module.of_type(ast.Call):
+        if module.names.qualified_name(call.func) != "jax.device_put" or len(call.args) != 2 or call.keywords:
+            continue
+        value, sharding = call.args
+        if not (_replication(module, value) and _own_layout(module, sharding)):
+            continue
+        if placements.kept_pmap_axis(value) is None and (step := placements.step_mesh(value)) is not None:
+            plan.edits.append(Edit(*module.span(sharding), placements.on_mesh(*step)))
+    if not plan.edits:
+        return text
+    remove_imports_of(module, plan, {"jax.sharding.Mesh"})
+    del module, placements  # not held while the result is parsed (``apply``)
+    return apply(text, plan)
+
+
+def _replication(module: ParsedModule, node: ast.expr) -> bool:
+    """``jax.tree.map(lambda x: np.broadcast_to(x, (n, *np.shape(x))), tree)``: what
+    ``_Placements.replicated`` writes."""
+    if not (isinstance(node, ast.Call) and module.names.qualified_name(node.func) == "jax.tree.map"
+            and len(node.args) == 2 and not node.keywords and isinstance(node.args[0], ast.Lambda)):
+        return False
+    fn = node.args[0]
+    body = fn.body
+    return (len(fn.args.args) == 1 and isinstance(body, ast.Call) and len(body.args) == 2
+            and module.names.qualified_name(body.func) in ("numpy.broadcast_to", "jax.numpy.broadcast_to")
+            and isinstance(body.args[0], ast.Name) and body.args[0].id == fn.args.args[0].arg)
+
+
+def _own_layout(module: ParsedModule, node: ast.expr) -> bool:
+    """``NamedSharding(Mesh(jax.devices(), (axis,)), P(axis))`` (or ``jax.local_devices()``): the
+    layout ``_Placements.sharding`` writes over a whole device list."""
+    def call_of(expr, *names) -> ast.Call | None:
+        if isinstance(expr, ast.Call) and not expr.keywords and module.names.qualified_name(expr.func) in names:
+            return expr
+        return None
+
+    named = call_of(node, "jax.sharding.NamedSharding", "jax.NamedSharding")
+    if named is None or len(named.args) != 2:
+        return False
+    mesh = call_of(named.args[0], "jax.sharding.Mesh")
+    spec = call_of(named.args[1], "jax.sharding.PartitionSpec", "jax.P")
+    if mesh is None or spec is None or len(mesh.args) != 2 or len(spec.args) != 1:
+        return False
+    devices, axes = mesh.args
+    return (call_of(devices, *_DEVICE_LISTS) is not None and not devices.args
+            and isinstance(axes, ast.Tuple) and len(axes.elts) == 1 and isinstance(axes.elts[0], ast.Constant)
+            and isinstance(axes.elts[0].value, str) and isinstance(spec.args[0], ast.Constant)
+            and spec.args[0].value == axes.elts[0].value)
 
 
 # -- flax.jax_utils.replicate / unreplicate ------------------------------------------------------
@@ -221,9 +289,11 @@ class _Placements:
         names = set() if devices is None else {n.id for n in ast.walk(devices) if isinstance(n, ast.Name)}
         leaf = next(n for n in ("x", "leaf", "value", "a") if n not in names | {np, jax.partition(".")[0]})
         broadcast = f"lambda {leaf}: {np}.broadcast_to({leaf}, ({count}, *{np}.shape({leaf})))"
-        step_mesh = self.step_mesh(tree) if which and devices is None or which and not (
-            devices.args or devices.keywords) else None
-        kept_axis = self.kept_pmap_axis(tree) if step_mesh is None else None
+        # A value a kept pmap takes is laid out on that pmap's own mesh; any other, on the mesh the
+        # steps of its function run on, when there is one.
+        kept_axis = self.kept_pmap_axis(tree)
+        step_mesh = self.step_mesh(tree) if kept_axis is None and (which and devices is None or which and not (
+            devices.args or devices.keywords)) else None
         sharding = self.on_mesh(*step_mesh) if step_mesh is not None else self.sharding(text, kept_axis)
         text = self.device_put(tree, f"{jax}.tree.map({broadcast}, {self.argument(tree)})", sharding)
         reasons = [] if keys or _strong(module, tree) else [WEAK_TYPES]

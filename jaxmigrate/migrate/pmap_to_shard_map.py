@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from jaxmigrate.migrate._device_put import relayout_replications
 from jaxmigrate.migrate._pmap_render import Rewriter
 from jaxmigrate.migrate._pmap_sites import Application, Planner, planner_of
 from jaxmigrate.core.module import parse_module
@@ -81,7 +82,11 @@ def rewrite_module(source: str, only: Collection[tuple[int, int]] | None = None)
     rewriter.finish()
     found = [sites.get(id(a)) or _site(a, False) for a in apps]
     del module, apps, chosen, rewriter  # the tree goes before the result is parsed (``apply``)
-    return PmapMigration(apply(source, plan), found)
+    text = apply(source, plan)
+    if any(site.rewritable for site in found):
+        # An earlier safe fix may have laid a replication out for a pmap rewritten now.
+        text = relayout_replications(text)
+    return PmapMigration(text, found)
 
 
 def fix(text: str, sites: Collection[tuple[int, int]]) -> str:
