@@ -774,6 +774,8 @@ def test_a_comprehension_is_read_where_its_first_iterable_is_evaluated(comprehen
         f'        rows = {comprehension}\n    params = tree_map(lambda x: x[0], replicated_params)\n')
     assert comprehension in text
     assert plan_global(text).possible is possible, plan_global(text).blocker
+    if not possible:  # the finding says where, and what to write instead
+        assert_blocks_at(text, comprehension, "used inside a comprehension (write it as a loop)")
 
 
 _OUTPUTS = (FIXTURES / "model_outputs_read_on_the_host.in.py").read_text()

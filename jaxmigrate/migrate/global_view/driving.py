@@ -776,16 +776,17 @@ class DriverAnalyzer:
     def _merge(self, a: dict, b: dict) -> dict:
         return {name: _hjoin(a.get(name, BOT), b.get(name, BOT)) for name in set(a) | set(b)}
 
-    def _no_device_names(self, node: ast.AST, env: dict) -> None:
-        """A nested def or class must not capture a device value (its uses are not followed)."""
+    def _no_device_names(self, node: ast.AST, env: dict, where: str = "a nested function") -> None:
+        """A nested def or class (or a comprehension's body: ``where`` says which) must not capture
+        a device value (its uses are not followed)."""
         outer = self.scope_of(node) if not isinstance(node, ast.Lambda) else None
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and _carries(env.get(sub.id)) and sub is not node:
                 if outer is not None and not any(self.scope_of(_binding_node(b)) is outer
                                                  for b in self.names.bindings(sub) if _binding_node(b) is not None):
                     continue  # the nested function's own name (a parameter), not the outer value
-                raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside a nested "
-                              "function, which this fix does not follow")
+                raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside {where}, which "
+                              "this fix does not follow")
 
     def _bind(self, target: ast.expr, kind, env: dict) -> None:
         if isinstance(target, ast.Name):
@@ -904,7 +905,7 @@ class DriverAnalyzer:
             self._host(node.generators[0].iter, env)
             for part in [*(getattr(node, f) for f in ("elt", "key", "value") if hasattr(node, f)),
                          *node.generators[0].ifs, *node.generators[1:]]:
-                self._no_device_names(part, env)
+                self._no_device_names(part, env, "a comprehension (write it as a loop)")
             return HOST
         if isinstance(node, ast.Lambda):
             self._no_device_names(node, env)
