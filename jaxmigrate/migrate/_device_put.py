@@ -472,6 +472,7 @@ class _Placements:
                 continue
             name = statement.targets[0].id
             found.setdefault(name, []).append(statement)
+        meshes = {}
         for name, assigns in found.items():
             value = assigns[0].value
             if len(assigns) != 1 or module.span(assigns[0])[1] > start or module.parent_of(assigns[0]) is not function:
@@ -483,7 +484,41 @@ class _Placements:
                     and module.names.qualified_name(shape.elts[0].func) == "jax.device_count" \
                     and isinstance(axes, ast.Tuple) and len(axes.elts) == 1 \
                     and isinstance(axes.elts[0], ast.Constant) and isinstance(axes.elts[0].value, str):
-                return name, axes.elts[0].value
+                meshes[name] = axes.elts[0].value
+        if len(meshes) > 1:  # one mesh per pmap axis name: the one of the step the value goes to first
+            name = self._first_consumer_mesh(node, set(meshes))
+            if name is not None:
+                return name, meshes[name]
+        return next(iter(meshes.items()), None)
+
+    def _first_consumer_mesh(self, node: ast.expr, meshes: set[str]) -> str | None:
+        """The mesh (of ``meshes``) of the first rewritten step, in the text, given the value that
+        ``node``'s statement assigns: a function decorated with, or a name bound to, a
+        ``shard_map`` over ``mesh=<name>``. Where the value is given to steps on different meshes
+        one of them compiles once more either way; the first is the one it is given to before
+        any step made a value on its own mesh."""
+        module = self.module
+        statement = module.parent_of(node)
+        while statement is not None and not isinstance(statement, ast.stmt):
+            statement = module.parent_of(statement)
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            return None
+        for _, use in sorted(module.names_at.get(statement.targets[0].id, ()), key=lambda u: module.span(u[1])):
+            parent = module.parent_of(use)
+            if not (isinstance(use.ctx, ast.Load) and isinstance(parent, ast.Call) and use in parent.args
+                    and isinstance(parent.func, ast.Name)
+                    and any(getattr(b, "value", None) is statement.value for b in module.names.bindings(use))):
+                continue
+            for binding in module.names.bindings(parent.func):
+                made = getattr(binding, "node", None)
+                parts = made.decorator_list if isinstance(made, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+                    [binding.value] if isinstance(binding, ValueBinding) else []
+                for part in parts:
+                    for keyword in ast.walk(part):
+                        if isinstance(keyword, ast.keyword) and keyword.arg == "mesh" \
+                                and isinstance(keyword.value, ast.Name) and keyword.value.id in meshes:
+                            return keyword.value.id
         return None
 
     def on_mesh(self, mesh: str, axis: str) -> str:
