@@ -996,3 +996,41 @@ def test_an_axis_name_read_elsewhere_too_stays():
 def test_an_axis_name_bound_more_than_once_is_not_read():
     text = _LOCAL_AXIS.replace('    axis_name = "batch"\n', '    axis_name = "batch"\n    axis_name = "i"\n')
     assert_blocks_at(text, "p_step = jax.pmap", "`axis_name=` is not a literal string")
+
+
+_PASSED = (FIXTURES / "step_passed_to_function.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    losses, evals = [], []\n    for _ in range(3):\n"
+                 "        params, loss = run_epoch(p_train_step, params, batches)\n",
+                 "    p_slow_step = jax.pmap(functools.partial(train_step, learning_rate=0.1), axis_name=\"batch\")\n"
+                 "    losses, evals = [], []\n    for _ in range(3):\n"
+                 "        params, loss = run_epoch(p_train_step, params, batches)\n"
+                 "        params, loss = run_epoch(p_slow_step, params, batches)\n",
+                 "run_epoch(p_slow_step", "`run_epoch` is given the pmapped step `p_slow_step` here and "
+                 "`p_train_step` at line", id="two steps through one parameter: one text cannot call both"),
+    pytest.param("        params, loss = step(params, x, y)\n",
+                 "        params, loss = step(params, x, y)\n        print(step)\n", "print(step)",
+                 "`step` (the pmapped step `p_train_step`) is used other than by calling it",
+                 id="the parameter used as a value"),
+    pytest.param("        params, loss = step(params, x, y)\n",
+                 "        params, loss = step(params, x, y)\n        again = lambda: step\n", "lambda: step",
+                 "`step` (the pmapped step `p_train_step`) is used other than by calling it",
+                 id="read in a lambda, which this fix does not follow"),
+    pytest.param("    losses, evals = [], []\n", "    losses, evals = [], []\n    steps = [p_train_step]\n",
+                 "steps = [p_train_step]", "`p_train_step` is used other than by calling it",
+                 id="the step held in a list besides"),
+])
+def test_a_step_passed_to_a_function_of_the_module_is_followed_to_its_calls_there(old, new, marker, reason):
+    assert_variant_blocks(_PASSED, old, new, marker, reason)
+
+
+def test_a_step_passed_on_to_another_function_of_the_module_is_followed_there_too():
+    text = _PASSED.replace("        params, loss = step(params, x, y)\n",
+                           "        params, loss = one_step(step, params, x, y)\n").replace(
+        "def run_epoch(", "def one_step(step, params, x, y):\n    return step(params, x, y)\n\n\ndef run_epoch(")
+    assert "one_step(step, params, x, y)" in text
+    assert plan_global(text).possible, plan_global(text).blocker
+    fixed = fix(text, set())
+    assert "def one_step(step, params, x, y):\n    return step(params, x, y)\n" in fixed and "pmap" not in fixed

@@ -97,6 +97,15 @@ class KeyedState:
     keys: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class StepRef:
+    """A pmapped step passed by name to a function of the module, which calls it
+    (``run_epoch(p_train_step, state, batches)``): the parameter holds that step (``name``, its
+    key in the steps). Calls of the parameter are the step's calls; any other use of it blocks."""
+
+    name: str
+
+
 def _replicated(kind) -> bool:
     """Whether a driving kind is a copy of one value on every device, which ``x[0]`` reads back."""
     return kind == DREP or isinstance(kind, KeyedState)
@@ -231,6 +240,8 @@ class DriverAnalyzer:
             self.factory_calls: set[int] = set()
             self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
             self.reader_calls: set[int] = set()
+            self.step_ref_calls: set[int] = set()  # calls of a parameter holding a step (``StepRef``)
+            self._step_parameters: dict[tuple[int, str], tuple[str, int]] = {}  # (func, param): (step, line)
             # Nested functions read at a call in the scope that defines them, with that scope's
             # values at the call for the names they read from it (a closure reads them when
             # called); and those called from anywhere else, whose reads of such names are not.
@@ -506,9 +517,14 @@ class DriverAnalyzer:
         # parameter this call leaves to its default holds that default: a host value.
         inner = {name: env[name] for name in self._free_names(func) if name in env} if closure else {}
         inner.update({a.arg: HOST for a in [*func.args.args, *func.args.kwonlyargs]})
-        kinds = [self.expr(arg, env) for arg in node.args] if kinds is None else kinds
-        for name, kind in zip(given, kinds + [self.expr(k.value, env) for k in node.keywords]):
+        kinds = [self._argument(arg, env) for arg in node.args] if kinds is None else kinds
+        for name, kind in zip(given, kinds + [self._argument(k.value, env) for k in node.keywords]):
             inner[name] = kind
+            if isinstance(kind, StepRef):
+                step, line = self._step_parameters.setdefault((id(func), name), (kind.name, node.lineno))
+                if step != kind.name:
+                    raise Blocked(node.lineno, f"`{func.name}` is given the pmapped step `{kind.name}` here and "
+                                  f"`{step}` at line {line} as `{name}`: its one text cannot call both")
         outer_names, self._device_names = self._device_names, set()
         for name, kind in inner.items():
             if any(_carries(leaf) for leaf in _hleaves(kind)):
@@ -519,6 +535,7 @@ class DriverAnalyzer:
         try:
             self._block(func.body, inner)
             self._no_escape(func, self._device_names)
+            self._steps_only_called(func, [name for name, kind in inner.items() if isinstance(kind, StepRef)])
             returns = self._inline[-1][1]
             if self._is_generator(func):  # what it yields, from each `next(...)` or `for` over it
                 yielded = BOT
@@ -564,6 +581,39 @@ class DriverAnalyzer:
         if any(name not in given and name not in defaulted for name in positional + [a.arg for a in args.kwonlyargs]):
             return None
         return given
+
+    def _argument(self, node: ast.expr, env: dict):
+        """The kind of an argument of a call of a function of the module: a step named there is
+        passed as a ``StepRef`` (read at the call of the parameter), any other value as it is."""
+        if isinstance(node, ast.Name):
+            held = env.get(node.id)
+            if isinstance(held, StepRef):
+                return held
+            step = self._step_of(node)  # (its name holds a host value here: the pmap call's)
+            if step is not None and step.holder is None:
+                return StepRef(step.name)
+        return self.expr(node, env)
+
+    def _steps_only_called(self, func: ast.FunctionDef, names: list[str]) -> None:
+        """Each read of a parameter holding a step is a call of it this analysis read (not one
+        in a nested function or a lambda, nor the name passed on elsewhere)."""
+        for node in ast.walk(func) if names else ():
+            if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
+                call = self.module.parent_of(node)
+                if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.step_ref_calls) \
+                        and not self._passed_on(node):
+                    raise Blocked(node.lineno, f"`{node.id}` (the pmapped step `{self._step_ref(func, node.id)}`) "
+                                  "is used other than by calling it")
+
+    def _passed_on(self, node: ast.Name) -> bool:
+        """Whether ``node`` is an argument of a call this analysis read the function of."""
+        call = self.module.parent_of(node)
+        if isinstance(call, ast.keyword):
+            call = self.module.parent_of(call)
+        return isinstance(call, ast.Call) and id(call) in self.reader_calls | self.method_reader_calls
+
+    def _step_ref(self, func: ast.FunctionDef, name: str) -> str:
+        return self._step_parameters.get((id(func), name), (name,))[0]
 
     def _no_escape(self, scope, device_names: set[str]) -> None:
         """A name that ever holds a device-axis value here must not be read from another scope (a
@@ -862,6 +912,9 @@ class DriverAnalyzer:
                 if self._step_of(node) is not None:
                     raise Blocked(node.lineno, step_used_as_value(self.module, node))
                 return HOST
+            if isinstance(kind, StepRef):
+                raise Blocked(node.lineno, f"`{node.id}` (the pmapped step `{kind.name}`) is used other than by "
+                              "calling it")
             return HOST if kind == EMPTY else kind
         if isinstance(node, ast.Call):
             return self._call(node, env)
@@ -974,6 +1027,9 @@ class DriverAnalyzer:
                     self.method_reader_calls.add(id(node))
                     return self._wrapper_call(method, node, env, kinds, bound_self=True)
                 return HOST  # a method given host values (read above): read on its own, as an entry point
+        if isinstance(func, ast.Name) and isinstance(env.get(func.id), StepRef):
+            self.step_ref_calls.add(id(node))
+            return self._step_call(self.steps[env[func.id].name], node, env)
         if isinstance(func, ast.Name):
             if self._factories and any(id(getattr(b, "node", None)) in self._factories for b in self.names.bindings(func)):
                 self.factory_calls.add(id(node))  # its arguments are read below, as any call's
@@ -1007,10 +1063,11 @@ class DriverAnalyzer:
         reader = self._reader(func)
         if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
                 and all(k.arg is not None for k in node.keywords):
-            kinds = [self.expr(a, env) for a in node.args]
-            passed = kinds + [self.expr(k.value, env) for k in node.keywords]
+            kinds = [self._argument(a, env) for a in node.args]
+            passed = kinds + [self._argument(k.value, env) for k in node.keywords]
             closure = self._closure(reader, node, env)
-            if id(reader) in self.readers or closure or any(_carries(leaf) for k in passed for leaf in _hleaves(k)):
+            if id(reader) in self.readers or closure or any(
+                    _carries(leaf) or isinstance(leaf, StepRef) for k in passed for leaf in _hleaves(k)):
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds, closure=closure)

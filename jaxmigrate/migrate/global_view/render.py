@@ -53,6 +53,7 @@ class Builder:
         self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
         self.jitted: dict[int, ast.Call] = {}  # a pmap call's id -> the `jax.jit(...)` around it
         self.notes: set[str] = set()
+        self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
 
     # -- the pmap applications ---------------------------------------------------------------
 
@@ -99,6 +100,7 @@ class Builder:
                 break
         else:
             raise Blocked(1, "the kinds of the step's values do not settle")
+        self._passed_steps_read(drivers)
         # The mesh's axis: the name of the pmap that is given the batch (the train step's, not a
         # sync helper's), else the first name; one even where pmap had none.
         batched = [step.axis for step in self.steps.values()
@@ -389,11 +391,35 @@ class Builder:
                            for b in self.module.names.bindings(node)):
                     continue
                 parent = self.module.parent_of(node)
+                if self._given_to_function(node):
+                    self.passed.append(node)  # the driving code's analysis reads that function's calls of it
+                    continue
                 if not (isinstance(parent, ast.Call) and parent.func is node or self._padded(node)):
                     raise Blocked(node.lineno, step_used_as_value(self.module, node))
                 if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
                         and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
                     raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
+
+    def _given_to_function(self, node: ast.Name) -> bool:
+        """Whether ``node`` is an argument of a call of a def of this module (``run_epoch(p_step,
+        state, batches)``), which the driving code's analysis may read with the step in it."""
+        call = self.module.parent_of(node)
+        if isinstance(call, ast.keyword):
+            call = self.module.parent_of(call)
+        if not (isinstance(call, ast.Call) and call.func is not node and isinstance(call.func, ast.Name)):
+            return False
+        return any(isinstance(getattr(b, "node", None), ast.FunctionDef) for b in self.module.names.bindings(call.func))
+
+    def _passed_steps_read(self, drivers: DriverAnalyzer) -> None:
+        """Each step passed to a function of the module went to a call the driving code's analysis
+        read, which follows the step into that function to its calls there."""
+        read = drivers.reader_calls | drivers.method_reader_calls
+        for node in self.passed:
+            call = self.module.parent_of(node)
+            if isinstance(call, ast.keyword):
+                call = self.module.parent_of(call)
+            if id(call) not in read:
+                raise Blocked(node.lineno, step_used_as_value(self.module, node))
 
     def _padded(self, node: ast.Name) -> bool:
         """Whether ``node`` is the step in ``pad_shard_unpad(step, ...)(...)``, called at once (the
