@@ -1034,3 +1034,23 @@ def test_a_step_passed_on_to_another_function_of_the_module_is_followed_there_to
     assert plan_global(text).possible, plan_global(text).blocker
     fixed = fix(text, set())
     assert "def one_step(step, params, x, y):\n    return step(params, x, y)\n" in fixed and "pmap" not in fixed
+
+
+_DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    losses, evals = [], []\n", "    losses, evals = [], []\n    print(steps)\n", "print(steps)",
+                 "`steps`, which holds the pmapped steps, is used other than by calling `steps[key](...)`",
+                 id="the dict read as a value"),
+    pytest.param("    losses, evals = [], []\n", "    losses, evals = [], []\n    steps[\"last\"] = steps[\"eval\"]\n",
+                 'steps["last"] =', "is used other than by calling", id="an entry stored"),
+    pytest.param('        params, loss = steps["train"](params, x, y)\n',
+                 '        key = "train"\n        params, loss = steps[key](params, x, y)\n', "steps[key]",
+                 "is used other than by calling `steps[key](...)` with the key of a step", id="a key not written out"),
+    pytest.param("    losses, evals = [], []\n", "    losses, evals = [], []\n    steps = dict(steps)\n",
+                 "steps = dict(steps)", "`steps`, which holds the pmapped steps, is bound again",
+                 id="the name bound again"),
+])
+def test_steps_in_a_dict_are_followed_only_where_each_is_called_by_its_key(old, new, marker, reason):
+    assert_variant_blocks(_DICT, old, new, marker, reason)

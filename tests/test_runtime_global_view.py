@@ -56,6 +56,7 @@ OLD["global_static_arguments"] = REPO / "fixtures" / "migrate" / "to_global_jit"
 OLD["global_local_axis_name"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "local_axis_name.in.py"
 OLD["global_step_passed_to_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                          / "step_passed_to_function.in.py")
+OLD["global_steps_in_a_dict"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "steps_in_a_dict.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
@@ -82,7 +83,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_state_with_function_fields": "['params']", "global_model_outputs_read_on_the_host": "['params']",
           "global_closure_reads_replicated_state": "['params']", "global_named_scope_in_step": "['params']",
           "global_padded_evaluation": "['params']", "global_static_arguments": "['params']",
-          "global_local_axis_name": "['params']", "global_step_passed_to_function": "['params']"}
+          "global_local_axis_name": "['params']", "global_step_passed_to_function": "['params']",
+          "global_steps_in_a_dict": "['params']"}
 
 
 def migrate(old: Path) -> str:

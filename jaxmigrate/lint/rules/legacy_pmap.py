@@ -96,8 +96,9 @@ class LegacyPmap(LegacyNameRule):
     at the top of each driving function (at module level only in a script whose top level drives
     the step, or once as `self.mesh` in the `__init__` of an object that holds the step) /
     nothing. The program is followed the way it is written: steps decorated, assigned, returned
-    by a factory, held by an object (`self.p_step = jax.pmap(...)`), passed by name to a function
-    of the module that calls it (`run_epoch(p_step, state, batches)`), wrapped in `jax.jit`, called
+    by a factory, held by an object (`self.p_step = jax.pmap(...)`) or in a dict
+    (`steps["train"](...)`), passed by name to a function of the module that calls it
+    (`run_epoch(p_step, state, batches)`), wrapped in `jax.jit`, called
     at once or with keywords, or (no axis name) a function whose body is not known, such as
     `jax.pmap(opt_init)(params)`, when given replicated values only (it becomes
     `jax.jit(opt_init, out_shardings=NamedSharding(mesh, P()))`); the drivers `app.run(main)`

@@ -144,6 +144,7 @@ class Step:
     factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
     returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
     holder: tuple | None = None  # (class, attribute) of `self.<attribute> = jax.pmap(...)` (``objects``)
+    entry: tuple | None = None  # (dict literal, key) of `steps = {"train": jax.pmap(...)}`, called `steps["train"](...)`
     # `jax.pmap(opt_init)(params)`: a function whose body is not known here (``func`` is None), with
     # no axis name, so no collective of it can name pmap's axis: each device computes it alone.
     # Given only replicated values, every device computes the same value, which `jax.jit` computes
@@ -204,6 +205,7 @@ class DriverAnalyzer:
         self.edits: dict[int, DriverEdit] = {}
         self.step_calls: list[ast.Call] = []
         self._step_bindings = {id(step.binding): step for step in steps.values()}
+        self._entries = {(id(step.entry[0]), step.entry[1]): step for step in steps.values() if step.entry}
         self._factories = {id(step.factory): step for step in steps.values() if step.factory is not None}
         self._held = {(id(step.holder[0]), step.holder[1]): step for step in steps.values() if step.holder}
         # The kind of each attribute of a class holding a step, joined over every assignment in
@@ -665,7 +667,9 @@ class DriverAnalyzer:
         at_once = [step.binding for step in self.steps.values() if isinstance(step.binding, ast.Call)
                    and self._called_at_once(step.binding)]
         for node in [*self.module.of_type(ast.Name), *at_once]:
-            if isinstance(node, ast.Call) or isinstance(node.ctx, ast.Load) and self._step_of(node):
+            if isinstance(node, ast.Call) or isinstance(node.ctx, ast.Load) and (self._step_of(node) or (
+                    isinstance(self.module.parent_of(node), ast.Subscript)
+                    and self._entry_of(self.module.parent_of(node)) is not None)):
                 scope = self.scope_of(node)
                 if isinstance(scope, ast.Lambda):
                     raise Blocked(node.lineno, f"`{self._short(node)}` is called inside a lambda, which this fix "
@@ -716,6 +720,16 @@ class DriverAnalyzer:
             if step is not None:
                 if any(self.made_by_factory(other) is not step for other in bindings):
                     raise Blocked(node.lineno, f"`{node.id}` may be the step `{step.name}` makes or another value")
+                return step
+        return None
+
+    def _entry_of(self, node: ast.Subscript) -> Step | None:
+        """The step ``steps["train"]`` names: an entry of a dict literal of steps bound to that name."""
+        if not (self._entries and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant)):
+            return None
+        for binding in self.names.bindings(node.value):
+            step = self._entries.get((id(getattr(binding, "value", None)), node.slice.value))
+            if step is not None:
                 return step
         return None
 
@@ -1012,6 +1026,8 @@ class DriverAnalyzer:
         func = node.func
         if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
             return self._step_call(self._step_bindings[id(func)], node, env)
+        if isinstance(func, ast.Subscript) and self._entry_of(func) is not None:  # steps["train"](x)
+            return self._step_call(self._entry_of(func), node, env)
         if isinstance(func, ast.Call) and self._qualified(func.func) == PAD_SHARD_UNPAD and func.args \
                 and isinstance(func.args[0], ast.Name) and self._step_of(func.args[0]) is not None:
             return self._padded_step_call(self._step_of(func.args[0]), node, env)

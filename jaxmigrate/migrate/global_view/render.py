@@ -259,7 +259,7 @@ class Builder:
                 self._delete_lines(node, blank_after=bool(body) and body[0] is node)
 
     def _step(self, app: Application) -> None:
-        func, bound, factory, returned, holder = app.mapped, {}, None, None, None
+        func, bound, factory, returned, holder, entry = app.mapped, {}, None, None, None, None
         options, fun = read_options(self.module, app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
@@ -281,7 +281,8 @@ class Builder:
             factory = factory_of(self.module, made)  # `return jax.pmap(update, ...)` in `make_update`
             holder = self_attribute(self.module, assign.targets[0]) if isinstance(assign, ast.Assign) \
                 and len(assign.targets) == 1 else None  # `self.p_train_step = jax.pmap(...)` in a method
-            if not at_once and factory is None and holder is None and not (
+            entry = self._dict_entry(made, assign)  # `steps = {"train": jax.pmap(...)}`
+            if not at_once and factory is None and holder is None and entry is None and not (
                     isinstance(assign, ast.Assign) and len(assign.targets) == 1
                     and isinstance(assign.targets[0], ast.Name)):
                 where = "passed to another call" if isinstance(assign, ast.Call) else (
@@ -303,7 +304,9 @@ class Builder:
             # one a factory returns, by the factory its callers call.
             name = f"jax.pmap(...) at line {app.line}" if at_once else (
                 f"{factory.name}(...)" if factory is not None else
-                f"self.{holder[1]}" if holder is not None else assign.targets[0].id)
+                f"self.{holder[1]}" if holder is not None else
+                f'{self.module.parent_of(assign).targets[0].id}["{entry[1]}"]' if entry is not None else
+                assign.targets[0].id)
             binding = made
         self.fun[name] = fun
         values = {}
@@ -357,7 +360,7 @@ class Builder:
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), fun=fun,
-                                factory=factory, returned=returned, holder=holder, axis=axis)
+                                factory=factory, returned=returned, holder=holder, entry=entry, axis=axis)
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
@@ -373,6 +376,7 @@ class Builder:
 
     def _no_other_uses(self) -> None:
         """The step is only called: passed around, it would carry pmap's convention elsewhere."""
+        self._entries_only_called()
         for step in self.steps.values():
             if step.factory is not None:
                 self._factory_only_binds_names(step.factory)
@@ -399,6 +403,47 @@ class Builder:
                 if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
                         and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
                     raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
+
+    def _dict_entry(self, call: ast.Call, parent: ast.AST) -> tuple | None:
+        """(the dict, its key) where ``call`` is the value of a constant string key of a dict
+        literal that is the whole value of an assignment to one name."""
+        if not (isinstance(parent, ast.Dict) and call in parent.values):
+            return None
+        key = parent.keys[parent.values.index(call)]
+        statement = self.module.parent_of(parent)
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and isinstance(statement, ast.Assign) and statement.value is parent
+                and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+            return None
+        return parent, key.value
+
+    def _entries_only_called(self) -> None:
+        """A dict holding steps is bound once and read only as ``steps["<key>"](...)``, a key of
+        a step: stored, passed or read otherwise, an entry would carry pmap's convention where
+        the fix does not follow it."""
+        held: dict[int, tuple[ast.Dict, set]] = {}
+        for step in self.steps.values():
+            if step.entry is not None:
+                held.setdefault(id(step.entry[0]), (step.entry[0], set()))[1].add(step.entry[1])
+        for literal, keys in held.values():
+            statement = self.module.parent_of(literal)
+            name = statement.targets[0].id
+            if len(literal.keys) != len({k.value for k in literal.keys if isinstance(k, ast.Constant)}):
+                raise Blocked(statement.lineno, f"`{name}` holds the pmapped steps under keys that are not distinct "
+                              "constants")
+            for _, use in sorted(self.module.names_at.get(name, ())):  # (in the order of the text)
+                if use is statement.targets[0]:
+                    continue
+                bindings = self.module.names.bindings(use)
+                if not any(getattr(b, "value", None) is literal for b in bindings):
+                    continue
+                if len(bindings) != 1 or not isinstance(use.ctx, ast.Load):
+                    raise Blocked(use.lineno, f"`{name}`, which holds the pmapped steps, is bound again")
+                item, call = self.module.parent_of(use), self.module.parent_of(self.module.parent_of(use))
+                if not (isinstance(item, ast.Subscript) and item.value is use and isinstance(item.slice, ast.Constant)
+                        and item.slice.value in keys and isinstance(call, ast.Call) and call.func is item):
+                    raise Blocked(use.lineno, f"`{name}`, which holds the pmapped steps, is used other than by "
+                                  f"calling `{name}[key](...)` with the key of a step")
 
     def _given_to_function(self, node: ast.Name) -> bool:
         """Whether ``node`` is an argument of a call of a def of this module (``run_epoch(p_step,
