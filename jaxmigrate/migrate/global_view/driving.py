@@ -609,10 +609,7 @@ class DriverAnalyzer:
 
     def _passed_on(self, node: ast.Name) -> bool:
         """Whether ``node`` is an argument of a call this analysis read the function of."""
-        call = self.module.parent_of(node)
-        if isinstance(call, ast.keyword):
-            call = self.module.parent_of(call)
-        return isinstance(call, ast.Call) and id(call) in self.reader_calls | self.method_reader_calls
+        return id(call_given(self.module, node)) in self.reader_calls | self.method_reader_calls
 
     def _step_ref(self, func: ast.FunctionDef, name: str) -> str:
         return self._step_parameters.get((id(func), name), (name,))[0]
@@ -1392,6 +1389,12 @@ class DriverAnalyzer:
         self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device)
         for made in self._reads:
             made.add((id(node), action))
+
+
+def call_given(module, node: ast.expr) -> ast.AST | None:
+    """The call ``node`` is an argument of, by position or keyword (else its parent)."""
+    parent = module.parent_of(node)
+    return module.parent_of(parent) if isinstance(parent, ast.keyword) else parent
 
 
 def literal(node: ast.expr):

@@ -18,7 +18,14 @@ from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
-from jaxmigrate.migrate.global_view.driving import DriverAnalyzer, Step, literal, literal_positions, reads_of
+from jaxmigrate.migrate.global_view.driving import (
+    DriverAnalyzer,
+    Step,
+    call_given,
+    literal,
+    literal_positions,
+    reads_of,
+)
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, step_used_as_value
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
@@ -425,17 +432,17 @@ class Builder:
         for step in self.steps.values():
             if step.entry is not None:
                 held.setdefault(id(step.entry[0]), (step.entry[0], set()))[1].add(step.entry[1])
-        for literal, keys in held.values():
-            statement = self.module.parent_of(literal)
+        for held_in, keys in held.values():
+            statement = self.module.parent_of(held_in)
             name = statement.targets[0].id
-            if len(literal.keys) != len({k.value for k in literal.keys if isinstance(k, ast.Constant)}):
+            if len(held_in.keys) != len({k.value for k in held_in.keys if isinstance(k, ast.Constant)}):
                 raise Blocked(statement.lineno, f"`{name}` holds the pmapped steps under keys that are not distinct "
                               "constants")
             for _, use in sorted(self.module.names_at.get(name, ())):  # (in the order of the text)
                 if use is statement.targets[0]:
                     continue
                 bindings = self.module.names.bindings(use)
-                if not any(getattr(b, "value", None) is literal for b in bindings):
+                if not any(getattr(b, "value", None) is held_in for b in bindings):
                     continue
                 if len(bindings) != 1 or not isinstance(use.ctx, ast.Load):
                     raise Blocked(use.lineno, f"`{name}`, which holds the pmapped steps, is bound again")
@@ -448,9 +455,7 @@ class Builder:
     def _given_to_function(self, node: ast.Name) -> bool:
         """Whether ``node`` is an argument of a call of a def of this module (``run_epoch(p_step,
         state, batches)``), which the driving code's analysis may read with the step in it."""
-        call = self.module.parent_of(node)
-        if isinstance(call, ast.keyword):
-            call = self.module.parent_of(call)
+        call = call_given(self.module, node)
         if not (isinstance(call, ast.Call) and call.func is not node and isinstance(call.func, ast.Name)):
             return False
         return any(isinstance(getattr(b, "node", None), ast.FunctionDef) for b in self.module.names.bindings(call.func))
@@ -460,10 +465,7 @@ class Builder:
         read, which follows the step into that function to its calls there."""
         read = drivers.reader_calls | drivers.method_reader_calls
         for node in self.passed:
-            call = self.module.parent_of(node)
-            if isinstance(call, ast.keyword):
-                call = self.module.parent_of(call)
-            if id(call) not in read:
+            if id(call_given(self.module, node)) not in read:
                 raise Blocked(node.lineno, step_used_as_value(self.module, node))
 
     def _padded(self, node: ast.Name) -> bool:
