@@ -29,7 +29,7 @@ from contextvars import ContextVar
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.fstrings import FStrings
-from jaxmigrate.core.module import index
+from jaxmigrate.core.module import index as index_nodes
 from jaxmigrate.core.source import SourceText, continuation_unit
 
 _WIDTHS = (79, 80, 88, 100, 120)
@@ -174,7 +174,7 @@ class _Layout:
             except SyntaxError:
                 return None
             self._brackets = {}
-            nodes, by_type = index(tree)  # one fast walk, not two of ast.walk
+            nodes, by_type = index_nodes(tree)  # one fast walk, not two of ast.walk
             # `[f(\n    a,\n) for a in b]` is no one's layout: nothing inside a comprehension on
             # one line (one broken black's way, a clause a line, may break its element further).
             inside = {id(inner) for kind in _COMPREHENSIONS for _, comp in by_type.get(kind, ())
