@@ -587,6 +587,8 @@ class DriverAnalyzer:
     def _argument(self, node: ast.expr, env: dict):
         """The kind of an argument of a call of a function of the module: a step named there is
         passed as a ``StepRef`` (read at the call of the parameter), any other value as it is."""
+        if isinstance(node, ast.Call) and id(node) in self._step_bindings:  # `run(jax.pmap(f, ...), x)`
+            return StepRef(self._step_bindings[id(node)].name)
         if isinstance(node, ast.Name):
             held = env.get(node.id)
             if isinstance(held, StepRef):
@@ -662,7 +664,7 @@ class DriverAnalyzer:
         scopes: list = []
         seen: set[int] = set()
         at_once = [step.binding for step in self.steps.values() if isinstance(step.binding, ast.Call)
-                   and self._called_at_once(step.binding)]
+                   and (self._called_at_once(step.binding) or self._given_at_once(step.binding))]
         for node in [*self.module.of_type(ast.Name), *at_once]:
             if isinstance(node, ast.Call) or isinstance(node.ctx, ast.Load) and (self._step_of(node) or (
                     isinstance(self.module.parent_of(node), ast.Subscript)
@@ -682,6 +684,11 @@ class DriverAnalyzer:
                         seen.add(id(method))
                         scopes.append(method)
         return scopes
+
+    def _given_at_once(self, pmap_call: ast.Call) -> bool:
+        """``run_epoch(jax.pmap(train_step, ...), state)``: the step an argument where it is made."""
+        call = call_given(self.module, pmap_call)
+        return isinstance(call, ast.Call) and call.func is not pmap_call
 
     def _called_at_once(self, pmap_call: ast.Call) -> bool:
         parent = self.module.parent_of(pmap_call)

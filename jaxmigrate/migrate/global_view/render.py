@@ -289,7 +289,10 @@ class Builder:
             holder = self_attribute(self.module, assign.targets[0]) if isinstance(assign, ast.Assign) \
                 and len(assign.targets) == 1 else None  # `self.p_train_step = jax.pmap(...)` in a method
             entry = self._dict_entry(made, assign)  # `steps = {"train": jax.pmap(...)}`
-            if not at_once and factory is None and holder is None and entry is None and not (
+            given = self._given_to_function(made)  # `run_epoch(jax.pmap(train_step, ...), state)`
+            if given:
+                self.passed.append(made)
+            if not at_once and not given and factory is None and holder is None and entry is None and not (
                     isinstance(assign, ast.Assign) and len(assign.targets) == 1
                     and isinstance(assign.targets[0], ast.Name)):
                 where = "passed to another call" if isinstance(assign, ast.Call) else (
@@ -309,7 +312,7 @@ class Builder:
                 raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
             # A step called at once has no name of its own: it is known by where pmap is applied;
             # one a factory returns, by the factory its callers call.
-            name = f"jax.pmap(...) at line {app.line}" if at_once else (
+            name = f"jax.pmap(...) at line {app.line}" if at_once or given else (
                 f"{factory.name}(...)" if factory is not None else
                 f"self.{holder[1]}" if holder is not None else
                 f'{self.module.parent_of(assign).targets[0].id}["{entry[1]}"]' if entry is not None else
@@ -452,7 +455,7 @@ class Builder:
                     raise Blocked(use.lineno, f"`{name}`, which holds the pmapped steps, is used other than by "
                                   f"calling `{name}[key](...)` with the key of a step")
 
-    def _given_to_function(self, node: ast.Name) -> bool:
+    def _given_to_function(self, node: ast.expr) -> bool:
         """Whether ``node`` is an argument of a call of a def of this module (``run_epoch(p_step,
         state, batches)``), which the driving code's analysis may read with the step in it."""
         call = call_given(self.module, node)
