@@ -1033,7 +1033,8 @@ def test_a_step_passed_on_to_another_function_of_the_module_is_followed_there_to
     assert "one_step(step, params, x, y)" in text
     assert plan_global(text).possible, plan_global(text).blocker
     fixed = fix(text, set())
-    assert "def one_step(step, params, x, y):\n    return step(params, x, y)\n" in fixed and "pmap" not in fixed
+    assert "def one_step(step, params, x, y):\n    return step(params, x, y)\n" in fixed
+    assert not any(isinstance(n, ast.Attribute) and n.attr == "pmap" for n in ast.walk(ast.parse(fixed)))
 
 
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
