@@ -399,3 +399,20 @@ def test_a_closure_called_from_another_closure_matches_pmap(tmp_path, flax_pytho
     new.write_text(migrate(old))
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
     assert report.equal, render_text(report)
+
+
+@pytest.mark.parametrize("copies", [
+    "np.repeat(x[None], n, axis=0)",
+    "jnp.repeat(jnp.expand_dims(x, 0), n, 0)",
+    "np.tile(x[None], (n,) + (1,) * x.ndim)",
+    "np.tile(x, [n] + [1] * len(x.shape))",
+    "np.asarray([x for _ in range(n)])",
+])
+def test_a_replicate_helper_written_with_repeat_tile_or_a_comprehension_matches_pmap(copies, tmp_path):
+    """The program's own `replicate` helper copying each leaf onto a leading axis of the device count
+    another way than `broadcast_to`: the same parameters and totals as pmap (a form that tiled the
+    leaf's own axes instead would fail or differ on the old side)."""
+    old, new = migrated_variant(tmp_path, "global_replicate_helpers", "np.broadcast_to(x, (n,) + x.shape)", copies)
+    assert "def replicate" not in new.read_text() and "NamedSharding(mesh, P())" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)

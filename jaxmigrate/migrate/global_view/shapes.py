@@ -15,6 +15,10 @@ from jaxmigrate.names import ValueBinding
 BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 # Functions that make one array of a list of equal arrays along a new leading axis.
 _STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
+_REPEATS = frozenset({"jax.numpy.repeat", "numpy.repeat"})
+_TILES = frozenset({"jax.numpy.tile", "numpy.tile"})
+_EXPAND_DIMS = frozenset({"jax.numpy.expand_dims", "numpy.expand_dims"})
+_NDIMS = frozenset({"jax.numpy.ndim", "numpy.ndim"})
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _DEVICE_COUNT = frozenset({"jax.device_count", "jax.lib.xla_bridge.device_count"})
 
@@ -37,6 +41,8 @@ class DeviceAxisShapes:
         local device count), or None."""
         if isinstance(body, ast.Subscript) and _is_name(body.value, x) and is_zero(body.slice):
             return "index"
+        if isinstance(body, ast.Call) and self._is_repeat(body, x):
+            return "replicate"
         if not isinstance(body, ast.Call) or body.keywords:
             return None
         if isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
@@ -48,10 +54,78 @@ class DeviceAxisShapes:
             return "replicate"
         if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
             return "replicate"
+        if qualified in _TILES and len(body.args) == 2 and self._is_tiled_once(body.args[0], body.args[1], x):
+            return "replicate"
         return None
 
+    def _is_repeat(self, body: ast.Call, x: str) -> bool:
+        """``np.repeat(x[None], n, axis=0)`` (or ``x[None].repeat(n, axis=0)``, ``np.expand_dims(x, 0)``
+        for ``x[None]``, axis positional): ``x`` given a leading axis of one, repeated n times along it."""
+        qualified = self.names.qualified_name(body.func)
+        if qualified in _REPEATS:
+            args = body.args
+        elif isinstance(body.func, ast.Attribute) and body.func.attr == "repeat":
+            args = [body.func.value, *body.args]
+        else:
+            return False
+        axis = [k.value for k in body.keywords if k.arg == "axis"]
+        if len(body.keywords) != len(axis) or len(args) + len(axis) != 3:
+            return False
+        return self._with_leading_one(args[0], x) and self.is_device_count(args[1]) and is_zero([*args, *axis][2])
+
+    def _is_tiled_once(self, array: ast.expr, reps: ast.expr, x: str) -> bool:
+        """``np.tile(x, (n,) + (1,) * x.ndim)`` (or of ``x[None]``): one copy of ``x`` per device along a
+        new leading axis. Reps written out (``(n, 1)``) tile ``x``'s own axes where it has more of
+        them than that, so only the ones counted off ``x`` itself are read."""
+        if not (_is_name(array, x) or self._with_leading_one(array, x)):
+            return False
+        if not (isinstance(reps, ast.BinOp) and isinstance(reps.op, ast.Add)
+                and isinstance(reps.left, (ast.Tuple, ast.List)) and len(reps.left.elts) == 1
+                and self.is_device_count(reps.left.elts[0])):
+            return False
+        ones = reps.right
+        if not (isinstance(ones, ast.BinOp) and isinstance(ones.op, ast.Mult)):
+            return False
+        for items, count in ((ones.left, ones.right), (ones.right, ones.left)):
+            if isinstance(items, (ast.Tuple, ast.List)) and type(items) is type(reps.left) and len(items.elts) == 1 \
+                    and _int(items.elts[0]) == 1 and self._is_ndim(count, x):
+                return True
+        return False
+
+    def _is_ndim(self, node: ast.expr, x: str) -> bool:
+        """``x.ndim``, ``np.ndim(x)`` or ``len(x.shape)``."""
+        if isinstance(node, ast.Attribute) and node.attr == "ndim" and _is_name(node.value, x):
+            return True
+        if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+            return False
+        if self.names.qualified_name(node.func) in _NDIMS:
+            return _is_name(node.args[0], x)
+        return isinstance(node.func, ast.Name) and node.func.id == "len" and not self.names.bindings(node.func) \
+            and _is_shape_of(node.args[0], x, None)
+
+    def _with_leading_one(self, node: ast.expr, x: str) -> bool:
+        """``x[None]``, ``x[None, ...]``, ``x[np.newaxis]``, ``np.expand_dims(x, 0)``: ``x`` with a new
+        leading axis of one."""
+        if isinstance(node, ast.Subscript) and _is_name(node.value, x):
+            index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            new_axis = isinstance(index[0], ast.Constant) and index[0].value is None or (
+                self.names.qualified_name(index[0]) in ("numpy.newaxis", "jax.numpy.newaxis"))
+            return new_axis and all(isinstance(i, ast.Constant) and i.value is Ellipsis for i in index[1:])
+        if isinstance(node, ast.Call) and self.names.qualified_name(node.func) in _EXPAND_DIMS:
+            axis = [*node.args[1:], *(k.value for k in node.keywords if k.arg == "axis")]
+            return len(node.args) >= 1 and _is_name(node.args[0], x) and len(axis) == 1 and is_zero(axis[0]) \
+                and len(node.args) + len(node.keywords) == 2
+        return False
+
     def _is_copies(self, node: ast.expr, x: str) -> bool:
-        """``[x] * n`` / ``n * [x]`` with n the local device count."""
+        """``[x] * n`` / ``n * [x]`` / ``[x for _ in range(n)]`` with n the local device count."""
+        if isinstance(node, ast.ListComp) and _is_name(node.elt, x) and len(node.generators) == 1:
+            loop = node.generators[0]
+            count = loop.iter
+            return (not loop.ifs and not loop.is_async and not _is_name(loop.target, x)
+                    and isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and count.func.id == "range"
+                    and not self.names.bindings(count.func) and len(count.args) == 1 and not count.keywords
+                    and self.is_device_count(count.args[0]))
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
             return False
         for items, count in ((node.left, node.right), (node.right, node.left)):

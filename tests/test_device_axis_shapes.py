@@ -1,0 +1,51 @@
+"""Which leaf expressions copy a value onto pmap's leading device axis (``shapes.leaf_action``):
+those that provably give ``(n, *x.shape)``, n the local device count, and none that tile or repeat
+the leaf's own axes (`tests/test_runtime_global_view.py` runs the accepted ones against pmap)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from jaxmigrate.core.module import parse_module
+from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
+
+
+def _action(body: str) -> str | None:
+    text = f"import jax\nimport jax.numpy as jnp\nimport numpy as np\nn = jax.local_device_count()\nf = lambda x: {body}\n"
+    module = parse_module(text)
+    fn = next(node for node in ast.walk(module.tree) if isinstance(node, ast.Lambda))
+    return DeviceAxisShapes(module).tree_map_action(fn)
+
+
+@pytest.mark.parametrize("body", [
+    "np.broadcast_to(x, (n,) + x.shape)",
+    "jnp.stack([x] * n)",
+    "np.asarray([x for _ in range(n)])",
+    "np.repeat(x[None], n, axis=0)",
+    "np.repeat(x[np.newaxis, ...], n, 0)",
+    "jnp.repeat(jnp.expand_dims(x, 0), n, axis=0)",
+    "x[None].repeat(n, axis=0)",
+    "np.tile(x[None], (n,) + (1,) * x.ndim)",
+    "np.tile(x, (n,) + (1,) * np.ndim(x))",
+    "jnp.tile(x, [n] + [1] * len(x.shape))",
+])
+def test_a_copy_per_device_along_a_new_leading_axis_is_a_replication(body):
+    assert _action(body) == "replicate"
+
+
+@pytest.mark.parametrize("body", [
+    "np.tile(x[None], (n, 1))",  # for a leaf of 2 or more axes, tiles its own axes
+    "np.tile(x, (n,) + (1,) * y.ndim)",  # another array's rank
+    "np.tile(x, [n] + (1,) * x.ndim)",  # (a list plus a tuple raises)
+    "np.repeat(x, n, axis=0)",  # repeats the leaf's own rows
+    "np.repeat(x[None], n, axis=1)",
+    "np.repeat(x[None], n)",  # flattens
+    "np.repeat(np.expand_dims(x, 1), n, axis=0)",
+    "np.stack([x for x in range(n)])",  # the loop's own numbers
+    "np.stack([x for _ in range(n) if _])",
+    "np.stack([x for _ in range(2)])",
+])
+def test_other_repeats_and_tiles_are_not(body):
+    assert _action(body) is None
