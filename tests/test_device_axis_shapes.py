@@ -13,7 +13,8 @@ from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 
 
 def _action(body: str) -> str | None:
-    text = f"import jax\nimport jax.numpy as jnp\nimport numpy as np\nn = jax.local_device_count()\nf = lambda x: {body}\n"
+    text = ("import jax\nimport jax.numpy as jnp\nimport numpy as np\nn = jax.local_device_count()\n"
+            f"devices = jax.local_devices()\nother = jax.devices('cpu')\nf = lambda x: {body}\n")
     module = parse_module(text)
     fn = next(node for node in ast.walk(module.tree) if isinstance(node, ast.Lambda))
     return DeviceAxisShapes(module).tree_map_action(fn)
@@ -30,6 +31,9 @@ def _action(body: str) -> str | None:
     "np.tile(x[None], (n,) + (1,) * x.ndim)",
     "np.tile(x, (n,) + (1,) * np.ndim(x))",
     "jnp.tile(x, [n] + [1] * len(x.shape))",
+    "jax.device_put_sharded(len(devices) * [x], devices)",
+    "jax.device_put_sharded([x] * jax.local_device_count(), jax.local_devices())",
+    "jax.device_put_replicated(x, devices)",
 ])
 def test_a_copy_per_device_along_a_new_leading_axis_is_a_replication(body):
     assert _action(body) == "replicate"
@@ -46,6 +50,9 @@ def test_a_copy_per_device_along_a_new_leading_axis_is_a_replication(body):
     "np.stack([x for x in range(n)])",  # the loop's own numbers
     "np.stack([x for _ in range(n) if _])",
     "np.stack([x for _ in range(2)])",
+    "jax.device_put_sharded(len(devices) * [x], devices[:2])",  # some of the devices
+    "jax.device_put_sharded(len(devices) * [x], other)",
+    "jax.device_put_replicated(x, jax.local_devices()[1:])",
 ])
 def test_other_repeats_and_tiles_are_not(body):
     assert _action(body) is None

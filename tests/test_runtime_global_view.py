@@ -416,3 +416,18 @@ def test_a_replicate_helper_written_with_repeat_tile_or_a_comprehension_matches_
     assert "def replicate" not in new.read_text() and "NamedSharding(mesh, P())" in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_a_replicate_helper_of_device_put_sharded_copies_matches_pmap(tmp_path, legacy_python):
+    """jaxline's `bcast_local_devices`: a tree map of `device_put_sharded(len(devices) * [v],
+    devices)` over every local device is a replication (the original on JAX 0.4.30, which still
+    has `device_put_sharded`)."""
+    old, new = migrated_variant(
+        tmp_path, "global_replicate_helpers",
+        "    n = jax.local_device_count()\n    return jax.tree_util.tree_map(lambda x: np.broadcast_to(x, (n,) + x.shape), tree)\n",
+        "    devices = jax.local_devices()\n"
+        "    return jax.tree_util.tree_map(lambda v: jax.device_put_sharded(len(devices) * [v], devices), tree)\n")
+    assert "device_put_sharded" not in new.read_text() and "NamedSharding(mesh, P())" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
+    assert report.old.jax_version == "0.4.30", render_text(report)
+    assert report.equal, render_text(report)

@@ -1430,16 +1430,25 @@ def reads_of(module, name: str, fn: ast.AST) -> list[ast.Name]:
 
 
 def _copied_name(node: ast.Call) -> ast.Name | None:
-    """The array a call would copy onto a leading axis, read from its first argument: ``x`` of
-    ``broadcast_to(x, ...)`` or of ``stack([x] * n)`` (``shapes.leaf_action`` says whether it does)."""
-    first = node.args[0] if node.args else None
-    if isinstance(first, ast.Name):
-        return first
+    """The array a call would copy onto a leading axis, read from its first argument (or, for
+    ``x[None].repeat(n, axis=0)``, what the method is called on): ``x`` of ``broadcast_to(x, ...)``,
+    ``stack([x] * n)``, ``stack([x for _ in range(n)])``, ``repeat(x[None], ...)``,
+    ``repeat(expand_dims(x, 0), ...)`` (``shapes.leaf_action`` says whether it does)."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "repeat" and isinstance(func.value, ast.Subscript):
+        first = func.value
+    else:
+        first = node.args[0] if node.args else None
     if isinstance(first, ast.BinOp) and isinstance(first.op, ast.Mult):
-        for side in (first.left, first.right):
-            if isinstance(side, ast.List) and len(side.elts) == 1 and isinstance(side.elts[0], ast.Name):
-                return side.elts[0]
-    return None
+        first = next((side.elts[0] for side in (first.left, first.right)
+                      if isinstance(side, ast.List) and len(side.elts) == 1), None)
+    elif isinstance(first, ast.ListComp):
+        first = first.elt
+    elif isinstance(first, ast.Subscript):  # x[None]
+        first = first.value
+    elif isinstance(first, ast.Call) and first.args:  # expand_dims(x, 0)
+        first = first.args[0]
+    return first if isinstance(first, ast.Name) else None
 
 
 def _binding_node(binding) -> ast.AST | None:

@@ -19,6 +19,7 @@ _REPEATS = frozenset({"jax.numpy.repeat", "numpy.repeat"})
 _TILES = frozenset({"jax.numpy.tile", "numpy.tile"})
 _EXPAND_DIMS = frozenset({"jax.numpy.expand_dims", "numpy.expand_dims"})
 _NDIMS = frozenset({"jax.numpy.ndim", "numpy.ndim"})
+_DEVICE_PUT_SHARDED, _DEVICE_PUT_REPLICATED = "jax.device_put_sharded", "jax.device_put_replicated"
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _DEVICE_COUNT = frozenset({"jax.device_count", "jax.lib.xla_bridge.device_count"})
 
@@ -55,6 +56,13 @@ class DeviceAxisShapes:
         if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
             return "replicate"
         if qualified in _TILES and len(body.args) == 2 and self._is_tiled_once(body.args[0], body.args[1], x):
+            return "replicate"
+        # jaxline's `bcast_local_devices`: `device_put_sharded(len(devices) * [v], devices)`
+        if qualified == _DEVICE_PUT_SHARDED and len(body.args) == 2 and self._is_copies(body.args[0], x) \
+                and self.is_every_local_device(body.args[1]):
+            return "replicate"
+        if qualified == _DEVICE_PUT_REPLICATED and len(body.args) == 2 and _is_name(body.args[0], x) \
+                and self.is_every_local_device(body.args[1]):
             return "replicate"
         return None
 
@@ -196,16 +204,24 @@ class DeviceAxisShapes:
             return qualified == LOCAL_DEVICE_COUNT or qualified in _DEVICE_COUNT and self._one_process()
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
                 and not self.names.bindings(node.func) and len(node.args) == 1 and not node.keywords:
-            devices = node.args[0]
-            qualified = self.names.qualified_name(devices.func) if isinstance(devices, ast.Call) \
-                and not devices.args and not devices.keywords else None
-            return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
+            return self.is_every_local_device(node.args[0])
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.is_device_count(
                 bindings[0].value)
         return False
 
+
+    def is_every_local_device(self, node: ast.expr) -> bool:
+        """``jax.local_devices()`` (``jax.devices()`` in a module of one process), or a name bound
+        once to it: the devices pmap maps over, in its order."""
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and not isinstance(
+                bindings[0].value, ast.Name) and self.is_every_local_device(bindings[0].value)
+        qualified = self.names.qualified_name(node.func) if isinstance(node, ast.Call) \
+            and not node.args and not node.keywords else None
+        return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
 
     def _one_process(self) -> bool:
         from jaxmigrate.migrate._pmap_sites import planner_of  # (the planner imports the global view)
