@@ -1055,3 +1055,23 @@ _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 ])
 def test_steps_in_a_dict_are_followed_only_where_each_is_called_by_its_key(old, new, marker, reason):
     assert_variant_blocks(_DICT, old, new, marker, reason)
+
+
+_PSUM_OF_LOSS = (Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "global_replicate_helpers"
+                 / "old.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "scaled"), [
+    pytest.param(None, None, "total = loss * jax.device_count()", id="the value of value_and_grad: an array"),
+    pytest.param("    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n",
+                 "    (loss, _), grads = jax.value_and_grad(lambda p: (loss_fn(p, x, y), 0.0), has_aux=True)(params)\n",
+                 "total = loss * jax.device_count()", id="with has_aux, unpacked: the loss, an array"),
+    pytest.param("    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n",
+                 "    loss, grads = jax.value_and_grad(lambda p: (loss_fn(p, x, y), jnp.mean(x)), has_aux=True)(params)\n",
+                 "jax.tree.map(lambda x: x * jax.device_count(), loss)", id="with has_aux, not unpacked: a tuple"),
+])
+def test_a_psum_of_a_mean_is_scaled_as_an_array_where_it_is_one(old, new, scaled):
+    text = _PSUM_OF_LOSS.replace(old, new) if old else _PSUM_OF_LOSS
+    assert text != _PSUM_OF_LOSS or old is None
+    assert plan_global(text).possible, plan_global(text).blocker
+    assert scaled in fix(text, set())

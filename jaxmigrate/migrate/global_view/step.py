@@ -650,11 +650,48 @@ class StepAnalyzer:
         return R
 
     def _tree_valued(self, arg: ast.expr) -> bool:
-        """Whether a collective's argument may be a pytree (then scaling needs a tree map)."""
-        if isinstance(arg, ast.Constant):
+        """Whether a collective's argument may be a pytree (then scaling needs a tree map): not a
+        constant, a jax.numpy reduction, or a name bound once to one or to the value
+        ``jax.value_and_grad`` returns (an array: grad takes scalar functions only)."""
+        if isinstance(arg, ast.Constant) or self._reduction_call(arg):
             return False
-        return not (isinstance(arg, ast.Call) and self.names.qualified_name(arg.func) in {
-            f"jax.numpy.{r}" for r in (*REDUCTIONS, *OTHER_REDUCTIONS)})
+        if not isinstance(arg, ast.Name):
+            return True
+        bindings = self.names.bindings(arg)
+        if len(bindings) != 1:
+            return True
+        binding = bindings[0]
+        if isinstance(binding, ValueBinding):
+            return not self._reduction_call(binding.value)
+        target = getattr(binding, "node", None)
+        return not (isinstance(target, ast.Name) and self._value_of_value_and_grad(target))
+
+    def _reduction_call(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and self.names.qualified_name(node.func) in {
+            f"jax.numpy.{r}" for r in (*REDUCTIONS, *OTHER_REDUCTIONS)}
+
+    def _value_of_value_and_grad(self, target: ast.Name) -> bool:
+        """``loss`` of ``loss, grads = jax.value_and_grad(f)(...)`` (``(loss, aux), grads = ...``
+        with ``has_aux=True``)."""
+        inner = self.module.parent_of(target)
+        outer = self.module.parent_of(inner)
+        if isinstance(outer, ast.Tuple) and outer.elts[0] is inner and isinstance(inner, ast.Tuple) \
+                and inner.elts[0] is target:
+            has_aux, pair = True, outer
+        elif isinstance(inner, ast.Tuple) and inner.elts[0] is target:
+            has_aux, pair = False, inner
+        else:
+            return False
+        statement = self.module.parent_of(pair)
+        if not (isinstance(statement, ast.Assign) and statement.targets == [pair] and len(pair.elts) == 2):
+            return False
+        call = statement.value
+        made = call.func if isinstance(call, ast.Call) else None
+        if not (isinstance(made, ast.Call) and self.names.qualified_name(made.func) == "jax.value_and_grad"):
+            return False
+        aux = next((k.value for k in made.keywords if k.arg == "has_aux"), None)
+        given = isinstance(aux, ast.Constant) and aux.value is True
+        return given == has_aux and (aux is None or isinstance(aux, ast.Constant))
 
     def _axis_argument(self, node: ast.Call) -> str | None:
         value = node.args[1] if len(node.args) > 1 else next(
