@@ -431,3 +431,12 @@ def test_a_replicate_helper_of_device_put_sharded_copies_matches_pmap(tmp_path, 
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
     assert report.old.jax_version == "0.4.30", render_text(report)
     assert report.equal, render_text(report)
+
+
+@pytest.mark.parametrize("case", ["global_step_passed_to_function", "global_steps_in_a_dict"])
+def test_steps_passed_to_functions_or_kept_in_a_dict_give_the_pmap_results_as_two_processes(case, tmp_path):
+    """Followed into the functions they are passed to, or by key, the steps lay out each process's
+    batches with make_array_from_process_local_data there: every process gets pmap's results."""
+    old, new = migrated_variant(tmp_path, case)
+    assert "make_array_from_process_local_data" in new.read_text()
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
