@@ -1075,3 +1075,19 @@ def test_a_psum_of_a_mean_is_scaled_as_an_array_where_it_is_one(old, new, scaled
     assert text != _PSUM_OF_LOSS or old is None
     assert plan_global(text).possible, plan_global(text).blocker
     assert scaled in fix(text, set())
+
+
+_PREFETCHED = (FIXTURES / "prefetched_batches.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("prefetch_to_device(it, 2)", "prefetch_to_device(it, 2, jax.local_devices()[:2])",
+                 "jax_utils.prefetch_to_device(it, 2,", "`prefetch_to_device` is given the devices to place each "
+                 "batch on",
+                 id="prefetched to some of the devices"),
+    pytest.param("    it = map(common_utils.shard, batches)\n", "    it = map(common_utils.shard, batches)\n"
+                 "    print(next(it))\n", "print(next(it))", "has pmap's device axis here",
+                 id="a batch split per device read on the host"),
+])
+def test_mapped_and_prefetched_batches_read_where_the_fix_cannot_lay_them_out_block(old, new, marker, reason):
+    assert_variant_blocks(_PREFETCHED, old, new, marker, reason)

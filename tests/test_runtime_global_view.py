@@ -57,6 +57,7 @@ OLD["global_local_axis_name"] = REPO / "fixtures" / "migrate" / "to_global_jit" 
 OLD["global_step_passed_to_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                          / "step_passed_to_function.in.py")
 OLD["global_steps_in_a_dict"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "steps_in_a_dict.in.py"
+OLD["global_prefetched_batches"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "prefetched_batches.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
@@ -64,7 +65,7 @@ LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_fun
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
-        "global_closure_reads_replicated_state", "global_padded_evaluation"}
+        "global_closure_reads_replicated_state", "global_padded_evaluation", "global_prefetched_batches"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -84,7 +85,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_closure_reads_replicated_state": "['params']", "global_named_scope_in_step": "['params']",
           "global_padded_evaluation": "['params']", "global_static_arguments": "['params']",
           "global_local_axis_name": "['params']", "global_step_passed_to_function": "['params']",
-          "global_steps_in_a_dict": "['params']"}
+          "global_steps_in_a_dict": "['params']", "global_prefetched_batches": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -433,10 +434,14 @@ def test_a_replicate_helper_of_device_put_sharded_copies_matches_pmap(tmp_path, 
     assert report.equal, render_text(report)
 
 
-@pytest.mark.parametrize("case", ["global_step_passed_to_function", "global_steps_in_a_dict"])
-def test_steps_passed_to_functions_or_kept_in_a_dict_give_the_pmap_results_as_two_processes(case, tmp_path):
-    """Followed into the functions they are passed to, or by key, the steps lay out each process's
-    batches with make_array_from_process_local_data there: every process gets pmap's results."""
+@pytest.mark.parametrize("case", ["global_step_passed_to_function", "global_steps_in_a_dict",
+                                  "global_prefetched_batches"])
+def test_steps_passed_to_functions_kept_in_a_dict_or_fed_prefetched_batches_give_the_pmap_results_as_two_processes(
+        case, tmp_path):
+    """Followed into the functions they are passed to, or by key, or fed a mapped and prefetched
+    iterator, the steps lay out each process's batches with make_array_from_process_local_data
+    where they take them: every process gets pmap's results (the old side's flax is today's,
+    whose `replicate` and `prefetch_to_device` run on JAX 0.10)."""
     old, new = migrated_variant(tmp_path, case)
     assert "make_array_from_process_local_data" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)

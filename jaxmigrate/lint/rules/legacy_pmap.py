@@ -106,7 +106,9 @@ class LegacyPmap(LegacyNameRule):
     and defaults too); the replicate, shard and unreplicate helpers and the losses of the
     program's other modules (found as Python's import finds them); generators that yield batches
     split per device (a device-count reshape or `shard` inside them, iterated with `next`, `for`,
-    `enumerate`, `zip`, `tqdm`), which then yield whole batches laid out where a step takes them;
+    `enumerate`, `zip`, `tqdm`), which then yield whole batches laid out where a step takes them,
+    and iterators mapping a split over host batches (`map(shard, batches)`, flax's
+    `prefetch_to_device` of one, which goes);
     flax `TrainState`s (`state.params`, `.replace`, `.apply_gradients`, functions kept in static
     fields) and the Hugging Face examples' `TrainState.replicate` that keeps a dropout key per
     device; models applied with

@@ -120,6 +120,7 @@ DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
 SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
+PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 APP_RUN = "absl.app.run"
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
@@ -1069,6 +1070,9 @@ class DriverAnalyzer:
         wrapped = self._iterating(node, qualified, env)
         if wrapped is not None:
             return wrapped
+        mapped = self._mapped_batches(node, qualified, env)
+        if mapped is not None:
+            return mapped
         method = self.helpers.replicate_method(node)
         if method is not None and self.expr(func.value, env) == HOST:  # the HF examples' state.replicate()
             self._edit(node, "replicate", func.value, helper=method[0], keys=method[1])
@@ -1091,7 +1095,7 @@ class DriverAnalyzer:
                 self.readers[id(reader)] = reader
                 self.reader_calls.add(id(node))
                 return self._wrapper_call(reader, node, env, kinds, closure=closure)
-            if self._is_generator(reader) and self._splits_batches(reader):
+            if self._is_generator(reader) and self._splits_batches(reader) or self._maps_batches(reader):
                 # Read to tell whether it yields batches split per device; one that yields host
                 # values is any function given host values, and what the reading found goes.
                 before = set(self.edits)
@@ -1212,6 +1216,39 @@ class DriverAnalyzer:
                 if not isinstance(kind, Source):
                     self._host(arg, env)
             return Source(tuple(k.yields if isinstance(k, Source) else HOST for k in kinds))
+        return None
+
+    def _mapped_batches(self, node: ast.Call, qualified: str | None, env: dict) -> Source | None:
+        """``map(shard, batches)`` over host batches, ``shard`` flax's or a helper of the program that
+        splits its argument per device: an iterator of batches split per device, which the global
+        view iterates whole (``iter(batches)``) and lays out where a step takes them. And
+        ``flax.jax_utils.prefetch_to_device(it, size)`` of such an iterator: pmap's per-device
+        prefetching, which goes (the step's call site lays each batch out, asynchronously)."""
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "map" and not self.names.bindings(func) \
+                and len(node.args) == 2 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            helper = self.helpers.of_function(node.args[0])
+            shard = helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD
+            if not shard or any(leaf != HOST for leaf in _hleaves(self.expr(node.args[1], env))):
+                return None
+            consumer = self.module.parent_of(node)  # (a prefetch around it goes too: see below)
+            prefetched = isinstance(consumer, ast.Call) and self._qualified(consumer.func) == PREFETCH_TO_DEVICE \
+                and consumer.args[:1] == [node]
+            iterated = self._iterated(consumer if prefetched else node)
+            self._edit(node, "source", node.args[1], helper=helper, iterator=not iterated)
+            return Source(SOURCED)
+        if qualified == PREFETCH_TO_DEVICE and node.args and not isinstance(node.args[0], ast.Starred):
+            source = self.expr(node.args[0], env)
+            devices = [*node.args[2:], *(k.value for k in node.keywords if k.arg == "devices")]
+            if not isinstance(source, Source) or source.yields != SOURCED:
+                return None
+            if any(not (isinstance(d, ast.Constant) and d.value is None) for d in devices):
+                raise Blocked(node.lineno, "`prefetch_to_device` is given the devices to place each batch on, where "
+                              "the global view lays a batch out over every device of the mesh")
+            for size in [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "size")]:
+                self._host(size, env)
+            self._edit(node, "unwrap", node.args[0])
+            return source
         return None
 
     def _iterated(self, node: ast.expr) -> bool:
@@ -1384,6 +1421,22 @@ class DriverAnalyzer:
         return any(isinstance(n, ast.Call) and (self._qualified(n.func) in SHARD or isinstance(n.func, ast.Attribute)
                                                 and n.func.attr == "reshape" or self.helpers.of_call(n) is not None)
                    for n in ast.walk(generator))
+
+    def _maps_batches(self, func: ast.FunctionDef) -> bool:
+        """Whether a function may return an iterator of batches split per device: it maps a split
+        over an iterable (``map(shard, batches)``) or prefetches to the devices (flax's
+        ``create_input_iter``); read at its calls to tell."""
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            if self._qualified(node.func) == PREFETCH_TO_DEVICE:
+                return True
+            if isinstance(node.func, ast.Name) and node.func.id == "map" and len(node.args) == 2 \
+                    and not self.names.bindings(node.func):
+                helper = self.helpers.of_function(node.args[0])
+                if helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD:
+                    return True
+        return False
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
               keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None) -> None:

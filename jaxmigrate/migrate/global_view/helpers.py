@@ -56,17 +56,22 @@ class HelperSummaries:
         self._summaries: dict[int, str | None] = {}
 
     def of_call(self, call: ast.Call) -> Helper | None:
-        if not (isinstance(call.func, (ast.Name, ast.Attribute)) and len(call.args) == 1 and not call.keywords
-                and not isinstance(call.args[0], ast.Starred)):
+        if not (len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)):
             return None
-        if isinstance(call.func, ast.Attribute):
-            return self._imported(call.func, self.module.names.qualified_name(call.func))
-        bindings = self.module.names.bindings(call.func)
+        return self.of_function(call.func)
+
+    def of_function(self, func: ast.expr) -> Helper | None:
+        """The helper ``func`` names (called, or given to ``map``)."""
+        if isinstance(func, ast.Attribute):
+            return self._imported(func, self.module.names.qualified_name(func))
+        if not isinstance(func, ast.Name):
+            return None
+        bindings = self.module.names.bindings(func)
         if len(bindings) != 1:
             return None  # rebound, or not bound here: which function runs is not known
         if isinstance(bindings[0], ImportBinding):
-            return self._imported(call.func, bindings[0].qualname)
-        return self._own(call.func.id, bindings[0])
+            return self._imported(func, bindings[0].qualname)
+        return self._own(func.id, bindings[0])
 
     def of_leaf_function(self, func: ast.Name) -> Helper | None:
         """The function a tree map is given by name, when it adds or reads the device axis of the

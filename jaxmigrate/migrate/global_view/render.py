@@ -709,7 +709,10 @@ class Builder:
             self._around(edit, f"{jax}.tree.map(lambda x: x.addressable_data(0), ", ")")
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
-        else:  # index / unshard: the device axis is gone, the value itself is what was read
+        else:  # index / unshard / unwrap: the device axis is gone, the value itself is what was read
+            if edit.action == "unwrap":
+                self.notes.add("flax's `prefetch_to_device` goes: each batch is laid out where the step takes it, "
+                               "its transfer asynchronous as the step's dispatch")
             statement = self.module.parent_of(edit.node)
             if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
                     and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):
