@@ -56,3 +56,38 @@ def test_a_copy_per_device_along_a_new_leading_axis_is_a_replication(body):
 ])
 def test_other_repeats_and_tiles_are_not(body):
     assert _action(body) is None
+
+
+_PREPARER = """
+import jax
+import numpy as np
+
+def prepare(xs):
+    n = jax.local_device_count()
+
+    def _prepare(x):
+        {leaf}
+
+    return jax.tree_util.tree_map(_prepare, xs)
+
+it = map(prepare, [])
+"""
+
+
+@pytest.mark.parametrize(("leaf", "split"), [
+    ("x = x._numpy()\n        return x.reshape((n, -1) + x.shape[1:])", True),
+    ("x = np.asarray(x)\n        x = x.astype(np.float32)\n        return x.reshape((n, -1) + x.shape[1:])", True),
+    ("return x.reshape((n, -1) + x.shape[1:])", True),
+    ("y = x._numpy()\n        return y.reshape((n, -1) + y.shape[1:])", False),  # a new name: not the leaf
+    ("x = x._numpy()\n        return x.reshape((2, -1) + x.shape[1:])", False),  # not the device count
+    ("x = x._numpy()\n        return x", False),  # prepares only
+])
+def test_a_batch_preparer_is_a_function_whose_leaf_function_ends_in_a_device_count_split(leaf, split):
+    from jaxmigrate.migrate.global_view.helpers import batch_preparer
+
+    module = parse_module(_PREPARER.format(leaf=leaf))
+    mapped = next(n for n in ast.walk(module.tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "map")
+    found = batch_preparer(module, DeviceAxisShapes(module), mapped.args[0])
+    assert (found is not None) is split
+    if split:
+        assert found.split.func.attr == "reshape" and found.leaf.id == "x"

@@ -1085,9 +1085,12 @@ _PREFETCHED = (FIXTURES / "prefetched_batches.in.py").read_text()
                  "jax_utils.prefetch_to_device(it, 2,", "`prefetch_to_device` is given the devices to place each "
                  "batch on",
                  id="prefetched to some of the devices"),
-    pytest.param("    it = map(common_utils.shard, batches)\n", "    it = map(common_utils.shard, batches)\n"
+    pytest.param("    it = map(prepare_batch, batches)\n", "    it = map(prepare_batch, batches)\n"
                  "    print(next(it))\n", "print(next(it))", "has pmap's device axis here",
                  id="a batch split per device read on the host"),
+    pytest.param("    losses = []\n", "    losses = []\n    print(prepare_batch(batches[0]))\n",
+                 "print(prepare_batch(", "`prepare_batch` splits the batches mapped at a call this fix rewrites, "
+                 "and is used here too", id="the preparer called besides: there its batch would come out whole"),
 ])
 def test_mapped_and_prefetched_batches_read_where_the_fix_cannot_lay_them_out_block(old, new, marker, reason):
     assert_variant_blocks(_PREFETCHED, old, new, marker, reason)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import child_of
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries
+from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, batch_preparer
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
@@ -244,6 +244,8 @@ class DriverAnalyzer:
             self.readers: dict[int, ast.FunctionDef] = {}  # functions given device-axis values, read at each call
             self.reader_calls: set[int] = set()
             self.step_ref_calls: set[int] = set()  # calls of a parameter holding a step (``StepRef``)
+            self.preparers: dict[int, ast.FunctionDef] = {}  # batch preparers mapped (``helpers.Preparer``)
+            self.preparer_maps: set[int] = set()  # the `map(prepare, batches)` calls read
             self._step_parameters: dict[tuple[int, str], tuple[str, int]] = {}  # (func, param): (step, line)
             # Nested functions read at a call in the scope that defines them, with that scope's
             # values at the call for the names they read from it (a closure reads them when
@@ -267,6 +269,7 @@ class DriverAnalyzer:
             raise Blocked(1, "the kinds of the attributes of the object holding the step do not settle")
         self._factories_called_where_read()
         self._readers_only_called_where_read()
+        self._preparers_only_mapped_where_read()
         self._closures_only_called_where_defined()
         self._held_only_through_self()
         for method in self.method_readers.values():
@@ -416,6 +419,16 @@ class DriverAnalyzer:
                 if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.reader_calls):
                     raise Blocked(node.lineno, f"`{reader.name}` is given values with pmap's device axis elsewhere, "
                                   "and is called or used here where this fix does not read it")
+
+    def _preparers_only_mapped_where_read(self) -> None:
+        """A batch preparer whose split goes is used only in the ``map`` calls this analysis read:
+        called or mapped anywhere else, its batches would come out whole where they were split."""
+        for fn in self.preparers.values():
+            for node in reads_of(self.module, fn.name, fn):
+                call = self.module.parent_of(node)
+                if not (isinstance(call, ast.Call) and call.args[:1] == [node] and id(call) in self.preparer_maps):
+                    raise Blocked(node.lineno, f"`{fn.name}` splits the batches mapped at a call this fix rewrites, "
+                                  "and is used here too, where its batches would no longer be split")
 
     def _closures_only_called_where_defined(self) -> None:
         """A nested function read with its defining scope's values must be called nowhere else,
@@ -1229,8 +1242,14 @@ class DriverAnalyzer:
                 and len(node.args) == 2 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             helper = self.helpers.of_function(node.args[0])
             shard = helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD
-            if not shard or any(leaf != HOST for leaf in _hleaves(self.expr(node.args[1], env))):
+            preparer = None if shard else batch_preparer(self.module, self.shapes, node.args[0])
+            if not (shard or preparer) or any(leaf != HOST for leaf in _hleaves(self.expr(node.args[1], env))):
                 return None
+            if preparer is not None:  # it prepares each batch, and splits it: only the split goes
+                self._edit(preparer.split, "source", preparer.leaf)
+                self.preparers[id(preparer.fn)] = preparer.fn
+                self.preparer_maps.add(id(node))
+                return Source(SOURCED)
             consumer = self.module.parent_of(node)  # (a prefetch around it goes too: see below)
             prefetched = isinstance(consumer, ast.Call) and self._qualified(consumer.func) == PREFETCH_TO_DEVICE \
                 and consumer.args[:1] == [node]
@@ -1434,7 +1453,8 @@ class DriverAnalyzer:
             if isinstance(node.func, ast.Name) and node.func.id == "map" and len(node.args) == 2 \
                     and not self.names.bindings(node.func):
                 helper = self.helpers.of_function(node.args[0])
-                if helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD:
+                if helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD \
+                        or batch_preparer(self.module, self.shapes, node.args[0]) is not None:
                     return True
         return False
 

@@ -217,6 +217,89 @@ class HelperSummaries:
 
 
 
+@dataclass(frozen=True, eq=False)
+class Preparer:
+    """A function of the module that prepares a host batch and splits it per device, as flax's
+    ImageNet example's ``prepare_tf_data`` does::
+
+        def prepare_tf_data(xs):
+            local_device_count = jax.local_device_count()
+            def _prepare(x):
+                x = x._numpy()
+                return x.reshape((local_device_count, -1) + x.shape[1:])
+            return jax.tree_util.tree_map(_prepare, xs)
+
+    Mapped over the host batches, it yields them split; in the global view the split (``split``,
+    the reshape of ``leaf``, the leaf's own name) goes and the rest of the preparation stays."""
+
+    fn: ast.FunctionDef
+    split: ast.Call
+    leaf: ast.Name
+
+
+def batch_preparer(module, shapes, func: ast.expr) -> Preparer | None:
+    """The ``Preparer`` ``func`` names: a ``def`` of one parameter whose body (after assignments
+    that do not read it, and the leaf function) returns a tree map over it of a leaf function (a
+    lambda, or a ``def`` beside it) that may rebind its leaf from itself (``x = x._numpy()``) and
+    returns a device-count reshape of it."""
+    if not isinstance(func, ast.Name):
+        return None
+    bindings = module.names.bindings(func)
+    if len(bindings) != 1 or not isinstance(bindings[0], OpaqueBinding) \
+            or not isinstance(bindings[0].node, ast.FunctionDef):
+        return None
+    fn = bindings[0].node
+    args = fn.args
+    if fn.decorator_list or args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults \
+            or len(args.args) != 1:
+        return None
+    param = args.args[0].arg
+    body = _without_docstring(fn.body)
+    if not body or not isinstance(body[-1], ast.Return) or not isinstance(body[-1].value, ast.Call):
+        return None
+    result = body[-1].value
+    if not (module.names.qualified_name(result.func) in TREE_MAPS and len(result.args) == 2 and not result.keywords
+            and isinstance(result.args[1], ast.Name) and result.args[1].id == param):
+        return None
+    leaf_fn = result.args[0]
+    nested = {s.name: s for s in body[:-1] if isinstance(s, ast.FunctionDef)}
+    if isinstance(leaf_fn, ast.Name) and leaf_fn.id in nested:
+        leaf_fn = nested[leaf_fn.id]
+    for statement in body[:-1]:
+        if statement is leaf_fn:
+            continue
+        if not (isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) and t.id != param
+                                                           for t in statement.targets)) \
+                or any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(statement.value)):
+            return None
+    split = _leaf_split(shapes, leaf_fn)
+    return Preparer(fn, *split) if split is not None else None
+
+
+def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
+    """(the reshape, the leaf it reshapes) of a leaf function that returns a device-count reshape
+    of its one parameter, maybe rebound first from itself only."""
+    if isinstance(leaf_fn, ast.Lambda):
+        args, returned, steps = leaf_fn.args, leaf_fn.body, []
+    elif isinstance(leaf_fn, ast.FunctionDef) and not leaf_fn.decorator_list:
+        body = _without_docstring(leaf_fn.body)
+        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+            return None
+        args, returned, steps = leaf_fn.args, body[-1].value, body[:-1]
+    else:
+        return None
+    if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
+        return None
+    leaf = args.args[0].arg
+    for statement in steps:  # `x = x._numpy()`: the leaf prepared, still one array per leaf
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == leaf):
+            return None
+    if shapes.leaf_action(returned, leaf) != "shard":
+        return None
+    return returned, returned.func.value
+
+
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
