@@ -54,6 +54,10 @@ NAMED_SHARDING = ("jax.sharding", "NamedSharding", None)
             "from jax.sharding import NamedSharding\nfrom transformers import AutoConfig\n",
             id="jax imported in a group of its own (isort sections): the new import joins that group"),
         pytest.param(
+            "from jax import jit, grad\nfrom jax.config import config\nimport jax.numpy as np\n", [JAX],
+            "import jax\nfrom jax import jit, grad\nfrom jax.config import config\nimport jax.numpy as np\n",
+            id="a group of mixed forms (JAX's spmd_mnist): `import jax` before `from jax import ...`"),
+        pytest.param(
             "import jax\n", [JAX], "import jax\n",
             id="already imported: nothing added"),
         pytest.param(

@@ -330,7 +330,9 @@ def _into_group(header: _Header, group: list[ast.stmt], line: str, module: str, 
     for stmt in group:
         if plain_first and is_from and isinstance(stmt, ast.Import):
             continue
-        if (plain_first and not is_from and isinstance(stmt, ast.ImportFrom)) or key(stmt) > module.lower():
+        # (`import jax` before `from jax import ...`: isort's order, plain or sorted within sections)
+        if (plain_first and not is_from and isinstance(stmt, ast.ImportFrom)) or key(stmt) > module.lower() \
+                or not is_from and isinstance(stmt, ast.ImportFrom) and key(stmt) == module.lower():
             start = header.line_start(stmt.lineno)
             return Edit(start, start, f"{line}{header.newline}")
     end = header.line_end(group[-1].end_lineno)
