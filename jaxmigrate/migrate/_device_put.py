@@ -408,9 +408,7 @@ class _Placements:
         where this module cannot see. Where every pmap of the module names one axis, the module's
         programs pmap over that axis: the value is laid out there (values are the same on any
         layout; only whether the consuming pmap places them again depends on the name)."""
-        node = call
-        while node is not None and not isinstance(node, ast.stmt):
-            node = self.module.parent_of(node)
+        node = _statement_of(self.module, call)
         named = {axis for axis, options in steps.values() if options.axis.expr is not None}
         unnamed = any(options.axis.expr is None for _, options in steps.values())
         if isinstance(node, ast.Return) and len(named) == 1 and not unnamed and None not in named:
@@ -422,12 +420,8 @@ class _Placements:
         None when one goes to a pmap whose axis or mapping this cannot tell."""
         module = self.module
         axes: set = set()
-        for _, use in module.names_at.get(name, ()):
-            if not isinstance(use.ctx, ast.Load) or not any(bound(b) for b in module.names.bindings(use)):
-                continue
-            parent = module.parent_of(use)
-            if not (isinstance(parent, ast.Call) and use in parent.args and isinstance(parent.func, ast.Name)):
-                continue  # read otherwise: the values are the same on any layout
+        # (a value read otherwise is the same on any layout)
+        for use, parent in self._calls_given(name, bound):
             bindings = module.names.bindings(parent.func)
             found = [steps.get(id(getattr(b, "node", None) or getattr(b, "value", None))) for b in bindings]
             found = [f for f in found if f is not None]
@@ -449,6 +443,19 @@ class _Placements:
                     return None
                 axes |= inner
         return axes
+
+    def _calls_given(self, name: str, bound) -> list[tuple[ast.Name, ast.Call]]:
+        """(read, call) for each read of ``name`` (one ``bound`` binds) passed positionally to a
+        function called by name, in the order of the text."""
+        module = self.module
+        found = []
+        for _, use in sorted(module.names_at.get(name, ()), key=lambda item: module.span(item[1])):
+            if not isinstance(use.ctx, ast.Load) or not any(bound(b) for b in module.names.bindings(use)):
+                continue
+            parent = module.parent_of(use)
+            if isinstance(parent, ast.Call) and use in parent.args and isinstance(parent.func, ast.Name):
+                found.append((use, parent))
+        return found
 
     def step_mesh(self, node: ast.expr) -> tuple[str, str] | None:
         """The mesh a pmapped step of this function is built over, when the value is replicated onto
@@ -498,18 +505,12 @@ class _Placements:
         one of them compiles once more either way; the first is the one it is given to before
         any step made a value on its own mesh."""
         module = self.module
-        statement = module.parent_of(node)
-        while statement is not None and not isinstance(statement, ast.stmt):
-            statement = module.parent_of(statement)
+        statement = _statement_of(module, node)
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Name)):
             return None
-        for _, use in sorted(module.names_at.get(statement.targets[0].id, ()), key=lambda u: module.span(u[1])):
-            parent = module.parent_of(use)
-            if not (isinstance(use.ctx, ast.Load) and isinstance(parent, ast.Call) and use in parent.args
-                    and isinstance(parent.func, ast.Name)
-                    and any(getattr(b, "value", None) is statement.value for b in module.names.bindings(use))):
-                continue
+        for _, parent in self._calls_given(statement.targets[0].id,
+                                           lambda b: getattr(b, "value", None) is statement.value):
             for binding in module.names.bindings(parent.func):
                 made = getattr(binding, "node", None)
                 parts = made.decorator_list if isinstance(made, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
@@ -576,6 +577,13 @@ def _flax_call(placements: _Placements, call: ast.Call, qual: str) -> _Call:
 
 
 # -- what an expression provably is --------------------------------------------------------------
+
+
+def _statement_of(module: ParsedModule, node: ast.AST) -> ast.stmt | None:
+    """The statement ``node`` is part of."""
+    while node is not None and not isinstance(node, ast.stmt):
+        node = module.parent_of(node)
+    return node
 
 
 def _device_list(module: ParsedModule, node: ast.expr) -> str | None:
