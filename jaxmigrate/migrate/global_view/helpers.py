@@ -90,12 +90,12 @@ class HelperSummaries:
                 return None
         else:
             return None
-        args = fn.args
         if result is None or isinstance(fn, ast.FunctionDef) and fn.decorator_list:
             return None
-        if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
+        param = _only_parameter(fn.args)
+        if param is None:
             return None
-        action = self.leaf_action(result, args.args[0].arg)
+        action = self.leaf_action(result, param)
         return Helper(func.id, fn, statement, action) if action else None
 
     def of_module_name(self, name: str) -> Helper | None:
@@ -182,10 +182,9 @@ class HelperSummaries:
         return Helper(short, None, None, helper.action, str(found.path))
 
     def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> str | None:
-        args = fn.args
-        if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
+        param = _only_parameter(fn.args)
+        if param is None:
             return None
-        param = args.args[0].arg
         if isinstance(fn, ast.Lambda):
             return self._action(fn.body, param)
         if fn.decorator_list:
@@ -193,26 +192,16 @@ class HelperSummaries:
         body = _without_docstring(fn.body)
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             return None
-        for statement in body[:-1]:
-            # Only host values computed aside (`n = jax.local_device_count()`): the parameter flows
-            # through the returned expression alone.
-            if not (isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) and t.id != param
-                                                               for t in statement.targets)):
-                return None
-            if any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(statement.value)):
-                return None
+        if not _computed_aside(body[:-1], param):
+            return None
         return self._action(body[-1].value, param)
 
     def _action(self, result: ast.expr, param: str) -> str | None:
         if isinstance(result, ast.Call) and self.module.names.qualified_name(result.func) in TREE_MAPS \
                 and len(result.args) == 2 and not result.keywords and isinstance(result.args[0], ast.Lambda) \
                 and isinstance(result.args[1], ast.Name) and result.args[1].id == param:
-            leaf = result.args[0]
-            leaf_args = leaf.args
-            if leaf_args.posonlyargs or leaf_args.vararg or leaf_args.kwarg or leaf_args.kwonlyargs \
-                    or leaf_args.defaults or len(leaf_args.args) != 1:
-                return None
-            return self.leaf_action(leaf.body, leaf_args.args[0].arg)
+            leaf = _only_parameter(result.args[0].args)
+            return self.leaf_action(result.args[0].body, leaf) if leaf is not None else None
         return self.leaf_action(result, param)
 
 
@@ -249,11 +238,9 @@ def batch_preparer(module, shapes, func: ast.expr) -> Preparer | None:
             or not isinstance(bindings[0].node, ast.FunctionDef):
         return None
     fn = bindings[0].node
-    args = fn.args
-    if fn.decorator_list or args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults \
-            or len(args.args) != 1:
+    param = _only_parameter(fn.args)
+    if fn.decorator_list or param is None:
         return None
-    param = args.args[0].arg
     body = _without_docstring(fn.body)
     if not body or not isinstance(body[-1], ast.Return) or not isinstance(body[-1].value, ast.Call):
         return None
@@ -265,13 +252,8 @@ def batch_preparer(module, shapes, func: ast.expr) -> Preparer | None:
     nested = {s.name: s for s in body[:-1] if isinstance(s, ast.FunctionDef)}
     if isinstance(leaf_fn, ast.Name) and leaf_fn.id in nested:
         leaf_fn = nested[leaf_fn.id]
-    for statement in body[:-1]:
-        if statement is leaf_fn:
-            continue
-        if not (isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) and t.id != param
-                                                           for t in statement.targets)) \
-                or any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(statement.value)):
-            return None
+    if not _computed_aside([s for s in body[:-1] if s is not leaf_fn], param):
+        return None
     split = _leaf_split(shapes, leaf_fn)
     return Preparer(fn, *split) if split is not None else None
 
@@ -288,9 +270,9 @@ def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
         args, returned, steps = leaf_fn.args, body[-1].value, body[:-1]
     else:
         return None
-    if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
+    leaf = _only_parameter(args)
+    if leaf is None:
         return None
-    leaf = args.args[0].arg
     for statement in steps:  # `x = x._numpy()`: the leaf prepared, still one array per leaf
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == leaf):
@@ -298,6 +280,23 @@ def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
     if shapes.leaf_action(returned, leaf) != "shard":
         return None
     return returned, returned.func.value
+
+
+def _only_parameter(args: ast.arguments) -> str | None:
+    """The name of a function's one parameter: positional, no default, nothing else taken."""
+    if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
+        return None
+    return args.args[0].arg
+
+
+def _computed_aside(statements: list[ast.stmt], param: str) -> bool:
+    """Only host values computed aside (``n = jax.local_device_count()``): assignments to names
+    other than ``param`` that do not read it, so the parameter flows through the returned
+    expression alone."""
+    return all(isinstance(statement, ast.Assign)
+               and all(isinstance(t, ast.Name) and t.id != param for t in statement.targets)
+               and not any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(statement.value))
+               for statement in statements)
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
