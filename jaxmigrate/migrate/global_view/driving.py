@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import child_of
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, batch_preparer
+from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, Preparer, batch_preparer
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
@@ -145,7 +145,8 @@ class Step:
     factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
     returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
     holder: tuple | None = None  # (class, attribute) of `self.<attribute> = jax.pmap(...)` (``objects``)
-    entry: tuple | None = None  # (dict literal, key) of `steps = {"train": jax.pmap(...)}`, called `steps["train"](...)`
+    # (dict literal, key) of `steps = {"train": jax.pmap(...)}`, called `steps["train"](...)`
+    entry: tuple | None = None
     # `jax.pmap(opt_init)(params)`: a function whose body is not known here (``func`` is None), with
     # no axis name, so no collective of it can name pmap's axis: each device computes it alone.
     # Given only replicated values, every device computes the same value, which `jax.jit` computes
@@ -620,8 +621,7 @@ class DriverAnalyzer:
                 call = self.module.parent_of(node)
                 if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.step_ref_calls) \
                         and not self._passed_on(node):
-                    raise Blocked(node.lineno, f"`{node.id}` (the pmapped step `{self._step_ref(func, node.id)}`) "
-                                  "is used other than by calling it")
+                    raise _step_ref_used(node, self._step_ref(func, node.id))
 
     def _passed_on(self, node: ast.Name) -> bool:
         """Whether ``node`` is an argument of a call this analysis read the function of."""
@@ -945,8 +945,7 @@ class DriverAnalyzer:
                     raise Blocked(node.lineno, step_used_as_value(self.module, node))
                 return HOST
             if isinstance(kind, StepRef):
-                raise Blocked(node.lineno, f"`{node.id}` (the pmapped step `{kind.name}`) is used other than by "
-                              "calling it")
+                raise _step_ref_used(node, kind.name)
             return HOST if kind == EMPTY else kind
         if isinstance(node, ast.Call):
             return self._call(node, env)
@@ -1044,8 +1043,8 @@ class DriverAnalyzer:
         func = node.func
         if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
             return self._step_call(self._step_bindings[id(func)], node, env)
-        if isinstance(func, ast.Subscript) and self._entry_of(func) is not None:  # steps["train"](x)
-            return self._step_call(self._entry_of(func), node, env)
+        if isinstance(func, ast.Subscript) and (entry := self._entry_of(func)) is not None:  # steps["train"](x)
+            return self._step_call(entry, node, env)
         if isinstance(func, ast.Call) and self._qualified(func.func) == PAD_SHARD_UNPAD and func.args \
                 and isinstance(func.args[0], ast.Name) and self._step_of(func.args[0]) is not None:
             return self._padded_step_call(self._step_of(func.args[0]), node, env)
@@ -1237,13 +1236,10 @@ class DriverAnalyzer:
         view iterates whole (``iter(batches)``) and lays out where a step takes them. And
         ``flax.jax_utils.prefetch_to_device(it, size)`` of such an iterator: pmap's per-device
         prefetching, which goes (the step's call site lays each batch out, asynchronously)."""
-        func = node.func
-        if isinstance(func, ast.Name) and func.id == "map" and not self.names.bindings(func) \
-                and len(node.args) == 2 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
-            helper = self.helpers.of_function(node.args[0])
-            shard = helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD
-            preparer = None if shard else batch_preparer(self.module, self.shapes, node.args[0])
-            if not (shard or preparer) or any(leaf != HOST for leaf in _hleaves(self.expr(node.args[1], env))):
+        split = self._split_mapped(node)
+        if split is not None:
+            helper, preparer = split
+            if any(leaf != HOST for leaf in _hleaves(self.expr(node.args[1], env))):
                 return None
             if preparer is not None:  # it prepares each batch, and splits it: only the split goes
                 self._edit(preparer.split, "source", preparer.leaf)
@@ -1445,18 +1441,23 @@ class DriverAnalyzer:
         """Whether a function may return an iterator of batches split per device: it maps a split
         over an iterable (``map(shard, batches)``) or prefetches to the devices (flax's
         ``create_input_iter``); read at its calls to tell."""
-        for node in ast.walk(func):
-            if not isinstance(node, ast.Call):
-                continue
-            if self._qualified(node.func) == PREFETCH_TO_DEVICE:
-                return True
-            if isinstance(node.func, ast.Name) and node.func.id == "map" and len(node.args) == 2 \
-                    and not self.names.bindings(node.func):
-                helper = self.helpers.of_function(node.args[0])
-                if helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD \
-                        or batch_preparer(self.module, self.shapes, node.args[0]) is not None:
-                    return True
-        return False
+        return any(isinstance(node, ast.Call) and (self._qualified(node.func) == PREFETCH_TO_DEVICE
+                                                   or self._split_mapped(node) is not None)
+                   for node in ast.walk(func))
+
+    def _split_mapped(self, node: ast.Call) -> tuple[Helper | None, Preparer | None] | None:
+        """For ``map(f, batches)`` with ``f`` a split per device (flax's ``shard``, a helper of the
+        program that splits its argument, or a ``helpers.Preparer``): the helper, or the preparer."""
+        func = node.func
+        if not (isinstance(func, ast.Name) and func.id == "map" and not self.names.bindings(func)
+                and len(node.args) == 2 and not node.keywords
+                and not any(isinstance(a, ast.Starred) for a in node.args)):
+            return None
+        helper = self.helpers.of_function(node.args[0])
+        if helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD:
+            return helper, None
+        preparer = batch_preparer(self.module, self.shapes, node.args[0])
+        return (None, preparer) if preparer is not None else None
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
               keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None) -> None:
@@ -1469,6 +1470,11 @@ class DriverAnalyzer:
         self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device)
         for made in self._reads:
             made.add((id(node), action))
+
+
+def _step_ref_used(node: ast.Name, step: str) -> Blocked:
+    """A parameter holding a step, read other than as the step's call."""
+    return Blocked(node.lineno, f"`{node.id}` (the pmapped step `{step}`) is used other than by calling it")
 
 
 def call_given(module, node: ast.expr) -> ast.AST | None:
