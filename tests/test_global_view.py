@@ -1037,6 +1037,59 @@ def test_a_step_passed_on_to_another_function_of_the_module_is_followed_there_to
     assert not any(isinstance(n, ast.Attribute) and n.attr == "pmap" for n in ast.walk(ast.parse(fixed)))
 
 
+_DRIVING = (FIXTURES / "driving_functions.in.py").read_text()
+_RUN = "def run(params, batches):\n    return train_epoch(params, batches)\n\n\ndef train_and_evaluate("
+
+
+@pytest.mark.parametrize(("old", "new", "written"), [
+    pytest.param("", "", ["def train_epoch(params, batches, mesh):", "def evaluate(params, batch, mesh):",
+                          "train_epoch(params, batches, mesh)", "evaluate(params, eval_batch, mesh)"],
+                 id="each function that lays out values takes the mesh last"),
+    pytest.param("def evaluate(params, batch):", "def evaluate(params, batch, scale=1.0):",
+                 ["def evaluate(params, batch, scale=1.0, *, mesh):", "evaluate(params, eval_batch, mesh=mesh)"],
+                 id="keyword-only after defaults"),
+    pytest.param("evaluate(params, eval_batch)", "evaluate(params, batch=eval_batch)",
+                 ["evaluate(params, batch=eval_batch, mesh=mesh)"], id="by name where the call names its arguments"),
+    pytest.param("def train_and_evaluate(", _RUN,
+                 ["def run(params, batches, mesh):\n    return train_epoch(params, batches, mesh)\n",
+                  "params, loss = run(params, batches, mesh)"], id="through a function that only passes it on"),
+    pytest.param("    params = jax_utils.replicate(params)\n",
+                 '    device_mesh = Mesh(jax.devices(), ("batch",))\n    params = jax_utils.replicate(params)\n',
+                 ["def train_epoch(params, batches, device_mesh):", "evaluate(params, eval_batch, device_mesh)",
+                  "NamedSharding(device_mesh, P())"], id="the program's own mesh, under its name"),
+])
+def test_one_mesh_is_built_where_training_starts_and_handed_to_the_functions_it_calls(old, new, written):
+    text = _DRIVING.replace(old, new)
+    if old == "def train_and_evaluate(":
+        text = text.replace("params, loss = train_epoch(params, batches)", "params, loss = run(params, batches)")
+    if "Mesh(" in new:
+        text = text.replace("import jax\n", "import jax\nfrom jax.sharding import Mesh\n", 1)
+    assert old in _DRIVING and text != _DRIVING or not old
+    fixed = fix(text, set())
+    meshes = fixed.count("make_mesh(") + fixed.count(" Mesh(")
+    assert meshes == 1, fixed
+    for line in written:
+        assert line in fixed, fixed
+    assert fix(fixed, set()) == fixed
+
+
+@pytest.mark.parametrize(("old", "new", "meshes"), [
+    pytest.param("def train_and_evaluate(",
+                 "def smoke_test(params, batch):\n    return evaluate(jax_utils.replicate(params), batch)\n\n\n"
+                 "def train_and_evaluate(", 4, id="two functions that start from host values, neither calling the other"),
+    pytest.param("def evaluate(params, batch):\n",
+                 "def evaluate(params, batch):\n    jax.distributed.initialize()\n", 3,
+                 id="a function that starts jax.distributed: a mesh built before the call would miss the other processes"),
+])
+def test_where_the_mesh_cannot_be_handed_down_each_function_builds_the_same_mesh(old, new, meshes):
+    text = _DRIVING.replace(old, new)
+    assert text != _DRIVING
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    fixed = fix(text, set())
+    assert fixed.count("make_mesh(") == meshes and ", mesh)" not in fixed, fixed
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

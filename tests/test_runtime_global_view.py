@@ -445,3 +445,26 @@ def test_steps_passed_to_functions_kept_in_a_dict_or_fed_prefetched_batches_give
     old, new = migrated_variant(tmp_path, case)
     assert "make_array_from_process_local_data" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
+def test_one_mesh_handed_to_the_functions_that_lay_out_values_gives_the_pmap_results(tmp_path):
+    """`main` builds the one mesh and hands it down: through `run_epoch`, which only passes it on,
+    to `train_epoch`, and keyword-only (after a default) to `evaluate`, called by keyword. On 8
+    devices and as 2 processes x 2 devices, the results are pmap's."""
+    text = OLD["global_driving_functions"].read_text()
+    changed = text.replace("def evaluate(params, x, y):", "def evaluate(params, x, y, scale=1.0):").replace(
+        "evaluate(params, eval_x, eval_y)", "evaluate(params, x=eval_x, y=eval_y)").replace(
+        "def main():", "def run_epoch(params, batches):\n    return train_epoch(params, batches)\n\n\ndef main():").replace(
+        "        return train_epoch(params, batches)\n", "        return run_epoch(params, batches)\n")
+    assert changed.count("run_epoch(") == 2 and "scale=1.0" in changed and "x=eval_x" in changed
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    written = new.read_text()
+    assert written.count("make_mesh(") == 1, written
+    for line in ("def run_epoch(params, batches, mesh):", "def evaluate(params, x, y, scale=1.0, *, mesh):",
+                 "evaluate(params, x=eval_x, y=eval_y, mesh=mesh)"):
+        assert line in written, written
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)

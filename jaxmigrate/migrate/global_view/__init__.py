@@ -14,6 +14,7 @@ One idea per module:
              the generators that make their batches;
 ``hints``    what made a value it does not recognise, told in the finding;
 ``options``  how pmap is applied (options however passed, the function it maps);
+``one_mesh`` where the one mesh is built and which functions it is handed down to;
 ``render``   the plan written: jit, the mesh where the driving code runs, layouts, collectives.
 
 ``jaxmigrate.migrate.to_global_jit`` is the codemod (JM101 with ``--unsafe-fixes``) built on them.

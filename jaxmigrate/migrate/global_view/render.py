@@ -37,6 +37,7 @@ from jaxmigrate.migrate.global_view.options import (
     returned_def,
 )
 from jaxmigrate.migrate.global_view.objects import method_of, self_attribute
+from jaxmigrate.migrate.global_view.one_mesh import MeshPassing, pass_one_mesh
 from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
 
@@ -133,7 +134,13 @@ class Builder:
             self._insert_mesh(f"{me}.mesh", [(init, where)])
         else:
             built = self._built_mesh(firsts)
+            passing = None if built else self._one_mesh(firsts, drivers.placement_scope)
+            if passing is not None:
+                built = self._built_mesh([(passing.root, passing.first)])
+                firsts = [(passing.root, passing.first)]
             mesh = built or self._mesh_name()
+            if passing is not None:
+                self._hand_down(passing, mesh)
             for edit in drivers.edits.values():
                 self._driver(edit, mesh)
             if built is None:
@@ -195,6 +202,45 @@ class Builder:
             docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and len(body) > 1
             where = body[1] if docstring else body[0]
         return init, init.args.args[0].arg, where
+
+    def _one_mesh(self, firsts, scope_of) -> MeshPassing | None:
+        """Where values are laid out in several functions, the one mesh built in the function that
+        calls them and handed down (``one_mesh``), under the name the program's own mesh has
+        there, if it builds one, else the view's."""
+        passing = pass_one_mesh(self.module, firsts, scope_of)
+        if passing is None:
+            return None
+        name = self._built_mesh([(passing.root, passing.first)]) or self._mesh_name()
+        return passing if passing.can_take(name) else None
+
+    def _hand_down(self, passing: MeshPassing, mesh: str) -> None:
+        """``mesh`` added as the last parameter of each function ``passing`` gives it to (keyword-only
+        after defaults) and passed at each of their calls."""
+        text, span = self.module.text, self.module.span
+        for func in passing.receivers:
+            args = func.args
+            if passing.by_keyword(func):
+                last = _last_parameter_end(self.module, func, keyword_only=bool(args.kwonlyargs))
+                self.plan.edits.append(Edit(last, last, f", {mesh}" if args.kwonlyargs else f", *, {mesh}"))
+                continue
+            if args.args:
+                end = span(args.args[-1])[1]
+                self.plan.edits.append(Edit(end, end, f", {mesh}"))
+            else:
+                opening = text.index("(", span(func)[0] + text[span(func)[0]:].index(func.name))
+                self.plan.edits.append(Edit(opening + 1, opening + 1, mesh))
+        keyword = {id(func) for func in passing.receivers if passing.by_keyword(func)}
+        for call in passing.calls:
+            callee = next(f for f in passing.receivers if any(u is call.func for u in reads_of(self.module, f.name, f)))
+            by_name = id(callee) in keyword or bool(call.keywords)
+            given = f"{mesh}={mesh}" if by_name else mesh
+            parts = [*call.args, *call.keywords]
+            if parts:
+                end = max(span(part)[1] for part in parts)
+                self.plan.edits.append(Edit(end, end, f", {given}"))
+            else:
+                closing = span(call)[1] - 1
+                self.plan.edits.append(Edit(closing, closing, given))
 
     def _drop_unused_helpers(self, edits) -> list[tuple[int, int]]:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
@@ -878,6 +924,19 @@ class Builder:
 def _same_name(a: ast.expr, b: ast.expr | str) -> bool:
     name = b if isinstance(b, str) else getattr(b, "id", None) if isinstance(b, ast.Name) else None
     return isinstance(a, ast.Name) and a.id == name
+
+
+def _last_parameter_end(module, func: ast.FunctionDef, keyword_only: bool) -> int:
+    """Where ``func``'s last positional (or, with ``keyword_only``, keyword-only) parameter ends,
+    its annotation and default included."""
+    args = func.args
+    if keyword_only:
+        pairs = list(zip(args.kwonlyargs, args.kw_defaults))
+    else:
+        positional = [*args.posonlyargs, *args.args]
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        pairs = list(zip(positional, defaults))
+    return max(module.span(node)[1] for node in pairs[-1] if node is not None)
 
 
 def _paren(text: str, node: ast.expr) -> str:
