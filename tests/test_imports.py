@@ -10,6 +10,7 @@ from jaxmigrate.migrate._imports import write_imports
 JAX = ("jax", None, None)
 FUNCTOOLS = ("functools", None, None)
 NAMED_SHARDING = ("jax.sharding", "NamedSharding", None)
+NUMPY = ("numpy", None, "np")
 
 
 @pytest.mark.parametrize(
@@ -57,6 +58,16 @@ NAMED_SHARDING = ("jax.sharding", "NamedSharding", None)
             "from jax import jit, grad\nfrom jax.config import config\nimport jax.numpy as np\n", [JAX],
             "import jax\nfrom jax import jit, grad\nfrom jax.config import config\nimport jax.numpy as np\n",
             id="a group of mixed forms (JAX's spmd_mnist): `import jax` before `from jax import ...`"),
+        pytest.param(
+            "from functools import partial\nfrom toolz import curry\n\nimport tensorflow as tf\n\nimport jax\n"
+            "import jax.numpy as jnp\n\nfrom flax import linen as nn\n", [NUMPY],
+            "from functools import partial\nfrom toolz import curry\n\nimport tensorflow as tf\n\nimport jax\n"
+            "import jax.numpy as jnp\nimport numpy as np\n\nfrom flax import linen as nn\n",
+            id="numpy where the file has none: beside jax, not atop a group that mixes the standard library in"),
+        pytest.param(
+            "from functools import partial\nfrom toolz import curry\n\nimport tensorflow as tf\n", [NUMPY],
+            "from functools import partial\nfrom toolz import curry\n\nimport numpy as np\nimport tensorflow as tf\n",
+            id="no jax group: the first group of third-party imports alone"),
         pytest.param(
             "import jax\n", [JAX], "import jax\n",
             id="already imported: nothing added"),

@@ -107,6 +107,9 @@ def _kind(module: str) -> str:
 
 
 _ORDER = {"future": 0, "stdlib": 1, "third-party": 2, "local": 3}
+# numpy, which the fixes add to JAX code, goes beside jax where the file has no numpy import
+# (`import jax` / `import jax.numpy as jnp` / `import numpy as np`, as JAX's examples have it).
+_BESIDE = {"numpy": "jax"}
 
 
 def _group_kind(group: list[ast.stmt]) -> str:
@@ -272,9 +275,13 @@ def _add(text: str, key: ImportKey) -> str:
     # A file that keeps a package's imports in a group of their own (`import jax` below the other
     # third-party imports, as isort's sections do) gets the new one there.
     package = module.partition(".")[0]
-    same = [group for group in header.groups
-            if any(_module_of(stmt).partition(".")[0] == package for stmt in group)]
-    same = same or [group for group in header.groups if _group_kind(group) == kind]
+    same = next((found for found in ([group for group in header.groups
+                                      if any(_module_of(stmt).partition(".")[0] == near for stmt in group)]
+                                     for near in (package, _BESIDE.get(package))) if found), [])
+    # (else a group of that kind alone before one that mixes kinds: `from functools import
+    # partial` above `from toolz import curry` is no place for numpy)
+    same = same or sorted((group for group in header.groups if _group_kind(group) == kind),
+                          key=lambda group: any(_kind(_module_of(stmt)) != kind for stmt in group))
     if same:
         return splice(text, [_into_group(header, same[0], line, module, obj is not None)])
     if header.groups:
