@@ -1090,6 +1090,23 @@ def test_where_the_mesh_cannot_be_handed_down_each_function_builds_the_same_mesh
     assert fixed.count("make_mesh(") == meshes and ", mesh)" not in fixed, fixed
 
 
+_WEIGHT_DECAY = (FIXTURES / "weight_decay_epochs.in.py").read_text()
+
+
+@pytest.mark.parametrize(("condition", "reason"), [
+    ("if images.shape[0] > 8", "`.shape` of a per-device slice of the batch is not its global `.shape`"),
+    ("if loss", "a comprehension filtered on a per-shard mean"),
+])
+def test_a_comprehension_filtered_on_a_per_device_value_blocks(condition, reason):
+    """`if x.ndim > 1` is the same on every device (the fixture takes the global view); a filter on
+    the device's slice of the batch or on its own mean would keep other items on each."""
+    assert plan_global(_WEIGHT_DECAY).possible
+    text = _WEIGHT_DECAY.replace("if x.ndim > 1]", f"{condition}]")
+    view = plan_global(text)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if condition in t)
+    assert not view.possible and reason in view.reason and f"(line {line})" in view.reason, view.blocker
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

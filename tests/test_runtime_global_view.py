@@ -58,6 +58,7 @@ OLD["global_step_passed_to_function"] = (REPO / "fixtures" / "migrate" / "to_glo
                                          / "step_passed_to_function.in.py")
 OLD["global_steps_in_a_dict"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "steps_in_a_dict.in.py"
 OLD["global_prefetched_batches"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "prefetched_batches.in.py"
+OLD["global_weight_decay_epochs"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "weight_decay_epochs.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
@@ -65,7 +66,8 @@ LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_fun
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
-        "global_closure_reads_replicated_state", "global_padded_evaluation", "global_prefetched_batches"}
+        "global_closure_reads_replicated_state", "global_padded_evaluation", "global_prefetched_batches",
+        "global_weight_decay_epochs"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -85,7 +87,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_closure_reads_replicated_state": "['params']", "global_named_scope_in_step": "['params']",
           "global_padded_evaluation": "['params']", "global_static_arguments": "['params']",
           "global_local_axis_name": "['params']", "global_step_passed_to_function": "['params']",
-          "global_steps_in_a_dict": "['params']", "global_prefetched_batches": "['params']"}
+          "global_steps_in_a_dict": "['params']", "global_prefetched_batches": "['params']",
+          "global_weight_decay_epochs": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -435,7 +438,7 @@ def test_a_replicate_helper_of_device_put_sharded_copies_matches_pmap(tmp_path, 
 
 
 @pytest.mark.parametrize("case", ["global_step_passed_to_function", "global_steps_in_a_dict",
-                                  "global_prefetched_batches"])
+                                  "global_prefetched_batches", "global_weight_decay_epochs"])
 def test_steps_passed_to_functions_kept_in_a_dict_or_fed_prefetched_batches_give_the_pmap_results_as_two_processes(
         case, tmp_path):
     """Followed into the functions they are passed to, or by key, or fed a mapped and prefetched

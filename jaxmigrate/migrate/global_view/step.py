@@ -448,11 +448,18 @@ class StepAnalyzer:
         return U(f"indexing {describe(atom)} along its first axis", node.lineno)
 
     def comprehension(self, node: ast.ListComp | ast.GeneratorExp, frame: Frame) -> Kind:
+        """A filter the same on every device (``if x.ndim > 1`` over the parameters' leaves, a
+        weight decay's) keeps the same items on each, and in the global view."""
         inner = Frame({}, frame, None)
         for generator in node.generators:
-            if generator.ifs or generator.is_async:
-                return U("a filtered comprehension", node.lineno)
+            if generator.is_async:
+                return U("an async comprehension", node.lineno)
             self.bind(generator.target, self.iterate(self.expr(generator.iter, inner), generator.iter), inner)
+            for test in generator.ifs:
+                kind = flat(self.expr(test, inner), test.lineno)
+                if kind != R:
+                    return kind if isinstance(kind, U) else U(
+                        f"a comprehension filtered on {describe(kind)}", test.lineno)
         return flat(self.expr(node.elt, inner), node.lineno)
 
     # -- calls ---------------------------------------------------------------------------
@@ -908,6 +915,9 @@ class StepAnalyzer:
             kinds.append(self.expr(node.func, frame))
         if all(flat(k) == R for k in kinds):
             return R
+        unknown = next((flat(k) for k in kinds if isinstance(flat(k), U)), None)
+        if unknown is not None:
+            return unknown  # the first reason it is unknown is the one to tell
         return U("a call this analysis cannot follow receives per-device values", node.lineno)
 
 
