@@ -536,7 +536,7 @@ def test_what_the_step_cannot_compute_is_named_before_where_its_outputs_are_read
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if "return new_state, metrics" in t)
     assert not view.possible and view.line == line and "`p_train_step` returns" in view.reason \
-        and "`.shape` of a per-device slice" in view.reason, view.blocker
+        and "of a per-shard mean and the number of the device's examples" in view.reason, view.blocker
 
 
 _HF = (FIXTURES / "hugging_face_train_state.in.py").read_text()
@@ -1094,7 +1094,7 @@ _WEIGHT_DECAY = (FIXTURES / "weight_decay_epochs.in.py").read_text()
 
 
 @pytest.mark.parametrize(("condition", "reason"), [
-    ("if images.shape[0] > 8", "`.shape` of a per-device slice of the batch is not its global `.shape`"),
+    ("if images.shape[0] > 8", "an operation on the number of the device's examples"),
     ("if loss", "a comprehension filtered on a per-shard mean"),
 ])
 def test_a_comprehension_filtered_on_a_per_device_value_blocks(condition, reason):
@@ -1105,6 +1105,37 @@ def test_a_comprehension_filtered_on_a_per_device_value_blocks(condition, reason
     view = plan_global(text)
     line = next(i + 1 for i, t in enumerate(text.splitlines()) if condition in t)
     assert not view.possible and reason in view.reason and f"(line {line})" in view.reason, view.blocker
+
+
+_MEAN_WRITTEN_OUT = (FIXTURES / "mean_written_out.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param("/ x.shape[0]", "/ len(x)", None, id="len(x) is the device's rows too"),
+    pytest.param("jnp.sum((x @ params) ** 2)", "sum(jnp.sum((x @ params) ** 2, axis=1))", None,
+                 id="Python's sum over the rows is a per-shard sum"),
+    pytest.param("jnp.sum((x @ params) ** 2)", "sum([jnp.sum(x @ params), jnp.sum((x @ params) ** 2)])", None,
+                 id="Python's sum of a list of per-shard sums"),
+    pytest.param("jnp.sum((x @ params) ** 2)", "sum(jnp.mean((x @ params) ** 2, axis=0))",
+                 "`sum` over a per-shard mean", id="Python's sum over a mean's items is not followed"),
+    pytest.param("/ x.shape[0]", "/ x.shape[1]", "`pmean` of a value not proven a per-shard mean",
+                 id="a sum over a feature size stays a per-shard sum"),
+    pytest.param("/ x.shape[0]", "* x.shape[0]", "`pmean` of a value not proven a per-shard mean",
+                 id="a sum times the rows"),
+    pytest.param('rows = jax.lax.psum(x.shape[0], "batch")', 'rows = jax.lax.pmean(x.shape[0], "batch")',
+                 "`pmean` of a value not proven a per-shard mean; it is the number of the device's examples",
+                 id="the mean of the devices' row counts is no count of the global view"),
+    pytest.param('rows = jax.lax.psum(x.shape[0], "batch")', "rows = x.shape[0]",
+                 "`train_step` returns the number of the device's examples", id="the device's count returned"),
+])
+def test_a_mean_written_out_over_the_device_rows_is_a_per_shard_mean(old, new, reason):
+    text = _MEAN_WRITTEN_OUT.replace(old, new)
+    assert text != _MEAN_WRITTEN_OUT
+    view = plan_global(text)
+    if reason is None:
+        assert view.possible, view.blocker
+    else:
+        assert not view.possible and reason in view.reason, view.blocker
 
 
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()

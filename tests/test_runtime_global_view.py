@@ -59,10 +59,12 @@ OLD["global_step_passed_to_function"] = (REPO / "fixtures" / "migrate" / "to_glo
 OLD["global_steps_in_a_dict"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "steps_in_a_dict.in.py"
 OLD["global_prefetched_batches"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "prefetched_batches.in.py"
 OLD["global_weight_decay_epochs"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "weight_decay_epochs.in.py"
+OLD["global_mean_written_out"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "mean_written_out.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
-          "global_named_scope_in_step", "global_static_arguments", "global_local_axis_name"}
+          "global_named_scope_in_step", "global_static_arguments", "global_local_axis_name",
+          "global_mean_written_out"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
@@ -88,7 +90,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_padded_evaluation": "['params']", "global_static_arguments": "['params']",
           "global_local_axis_name": "['params']", "global_step_passed_to_function": "['params']",
           "global_steps_in_a_dict": "['params']", "global_prefetched_batches": "['params']",
-          "global_weight_decay_epochs": "['params']"}
+          "global_weight_decay_epochs": "['params']", "global_mean_written_out": "['params']"}
 
 
 def migrate(old: Path) -> str:
@@ -471,3 +473,13 @@ def test_one_mesh_handed_to_the_functions_that_lay_out_values_gives_the_pmap_res
     report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
+@pytest.mark.parametrize("loss", ["jnp.sum((x @ params) ** 2) / len(x)", "sum(jnp.sum((x @ params) ** 2, axis=1)) / x.shape[0]"])
+def test_a_mean_written_out_another_way_matches_pmap(loss, tmp_path, legacy_python):
+    """`len(x)` and Python's `sum` over the rows: a per-shard sum over the device's rows, on the
+    old side (JAX 0.4.30) and in the global view alike."""
+    old, new = migrated_variant(tmp_path, "global_mean_written_out", "jnp.sum((x @ params) ** 2) / x.shape[0]", loss)
+    assert loss in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
+    assert report.equal, render_text(report)

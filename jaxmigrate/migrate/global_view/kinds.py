@@ -21,6 +21,10 @@ class Atom:
 R, S, M, SUM, BOT = Atom("R"), Atom("S"), Atom("M"), Atom("SUM"), Atom("BOT")
 # A per-device RNG key under pmap (``random.split(key, n)`` at the call site), one key in the global view.
 KEY = Atom("KEY")
+# How many examples the device holds (``x.shape[0]`` or ``len(x)`` of a per-example ``x``): all the
+# batch's in the global view. A per-shard sum divided by it is a per-shard mean (a mean written
+# out), and its ``psum`` is the global count; anything else computed from it is not known.
+ROWS = Atom("ROWS")
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,7 @@ def describe(kind: Kind) -> str:
     return {
         "R": "a replicated value", "S": "a per-example (batch-sharded) value", "M": "a per-shard mean",
         "SUM": "a per-shard sum", "BOT": "nothing", "KEY": "a per-device RNG key",
+        "ROWS": "the number of the device's examples",
     }.get(getattr(kind, "name", ""), "a value of unknown kind")
 
 

@@ -27,7 +27,7 @@ from jaxmigrate.migrate.global_view.driving import (
     reads_of,
 )
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, step_used_as_value
-from jaxmigrate.migrate.global_view.kinds import BOT, KEY, Blocked, R, S, U, describe, leaves
+from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
     every_device,
@@ -96,7 +96,7 @@ class Builder:
                 analyses[step.name] = analysis
                 if analysis.output != step.outputs:
                     step.outputs, changed = analysis.output, True
-                if any(isinstance(leaf, U) for leaf in leaves(step.outputs)):
+                if any(isinstance(leaf, U) or leaf == ROWS for leaf in leaves(step.outputs)):
                     # Why the step's values are unknown, not where the driving code then reads them.
                     self._check_outputs(step)
             if not changed:

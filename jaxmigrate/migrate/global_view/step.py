@@ -53,6 +53,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     Kind,
     M,
     R,
+    ROWS,
     Record,
     S,
     Seq,
@@ -385,6 +386,8 @@ class StepAnalyzer:
             return M
         if a == SUM and b == SUM and linear:
             return SUM
+        if a == SUM and b == ROWS and isinstance(op, ast.Div):
+            return M  # `jnp.sum(losses) / labels.shape[0]`: a mean written out
         scaled = isinstance(op, ast.Mult) or isinstance(op, ast.Div) and b == R  # never R / mean
         if M in (a, b) and R in (a, b) and (linear or scaled):
             return M
@@ -403,6 +406,8 @@ class StepAnalyzer:
             return R
         if all(a in (R, S) for a in atoms):
             return S
+        if ROWS in atoms:
+            return U(f"an operation on {describe(ROWS)}, which is all the batch's in the global view", node.lineno)
         return U("an elementwise operation on a per-shard reduction", node.lineno)
 
     def attribute(self, node: ast.Attribute, frame: Frame) -> Kind:
@@ -427,6 +432,9 @@ class StepAnalyzer:
             # `logits.shape[-1]`: a feature dimension, the same per device and globally (a negative
             # axis is a feature axis, as for reductions: the module docs' assumption)
             return R
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and _literal(index) == 0 \
+                and flat(self.expr(node.value.value, frame)) == S:
+            return ROWS
         base = self.expr(node.value, frame)
         if isinstance(base, Outputs) and isinstance(index, ast.Constant) and type(index.value) in (int, str):
             return S  # `model(...)[0]`: a field of the outputs, not a row
@@ -483,6 +491,12 @@ class StepAnalyzer:
                                            and not self.names.bindings(node.func)):
             node._zip = True  # type: ignore[attr-defined]
             return Seq(tuple(flat(self.expr(a, frame), node.lineno) for a in node.args))
+        builtin = self._builtin(node)
+        if builtin == "len" and len(node.args) == 1 and not node.keywords \
+                and flat(self.expr(node.args[0], frame)) == S:
+            return ROWS
+        if builtin == "sum" and len(node.args) in (1, 2) and not node.keywords:
+            return self._sum(node, frame)
         if not qualified and self._model_call(node, frame):
             return self._apply_model(node, frame)
         stored = self._field_functions(node.func, frame)
@@ -510,6 +524,33 @@ class StepAnalyzer:
         if isinstance(node.func, ast.Attribute):
             return self._method(node, frame)
         return self._opaque(node, frame)
+
+    def _builtin(self, node: ast.Call) -> str | None:
+        """The name of the builtin ``node`` calls (not shadowed), if it calls one."""
+        if self.names.qualified_name(node.func) in ("builtins.len", "builtins.sum"):
+            return self.names.qualified_name(node.func).rsplit(".", 1)[1]
+        if isinstance(node.func, ast.Name) and not self.names.bindings(node.func):
+            return node.func.id
+        return None
+
+    def _sum(self, node: ast.Call, frame: Frame) -> Kind:
+        """Python's ``sum``: of a list, tuple or comprehension, its items added (``sum([jnp.sum(x **
+        2) for x in leaves])`` of replicated values is replicated); of an array, its rows added (of
+        a per-example array, a per-shard sum)."""
+        items, start = node.args[0], (self.expr(node.args[1], frame) if len(node.args) == 2 else R)
+        if isinstance(items, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)):
+            kind = self.expr(items, frame)
+            parts = kind.items if isinstance(kind, Seq) else (flat(kind, node.lineno),)
+            total = parts[0] if parts and len(node.args) == 1 else start
+            for part in parts[1:] if parts and len(node.args) == 1 else parts:
+                total = self.binop(total, ast.Add(), part, node)
+            return total
+        rows = flat(self.expr(items, frame), node.lineno)
+        if rows == S:
+            rows = SUM
+        elif rows != R:
+            return rows if isinstance(rows, U) else U(f"`sum` over {describe(rows)}", node.lineno)
+        return self.binop(start, ast.Add(), rows, node) if len(node.args) == 2 else rows
 
     def _apply(self, fn: Fn, node: ast.Call, frame: Frame) -> Kind:
         if node.keywords:
@@ -612,7 +653,7 @@ class StepAnalyzer:
                 # (a tree of per-shard means and replicated values, `{"loss": loss, "lr": lr}`: the
                 # mean of equal copies is the copy)
                 return self._edit(node, arg, "drop", kind)
-            if short == "psum" and atom == SUM:
+            if short == "psum" and atom in (SUM, ROWS):  # (the devices' counts: the global count)
                 return self._edit(node, arg, "drop", kind)
             if short == "psum" and atom in (M, R):
                 return self._edit(node, arg, "scale", kind)
@@ -950,6 +991,14 @@ def _whole(index: ast.expr) -> bool:
 def _op(op: ast.operator) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
             ast.FloorDiv: "//", ast.Mod: "%"}.get(type(op), type(op).__name__)
+
+
+def _literal(node: ast.expr) -> object:
+    """The value a literal expression spells (None where it is not one)."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
 
 
 def _feature_axis(index: ast.expr) -> bool:
