@@ -795,17 +795,23 @@ def test_a_model_s_outputs_are_read_on_the_host_field_by_field(read, reason):
     assert_blocks_at(text, f"shown = {read}", reason)
 
 
-def test_a_step_wrapped_in_pad_shard_unpad_and_called_at_once_takes_the_global_view_stored_it_is_kept():
+def test_a_step_wrapped_in_pad_shard_unpad_is_followed_called_at_once_or_kept_under_a_name_only_called():
     called = _HF.replace("eval_metrics.append(p_eval_step(state.params, shard(batch)))",
                          "eval_metrics.append(jax_utils.pad_shard_unpad(p_eval_step, static_return=True)(\n"
                          "            state.params, batch))")
     assert "pad_shard_unpad" in called
     assert plan_global(called).possible, plan_global(called).blocker
+    # (as flax's full-evaluation guide keeps it: the name goes, its calls call the step)
     stored = called.replace("eval_metrics.append(jax_utils.pad_shard_unpad(p_eval_step, static_return=True)(",
                             "padded = jax_utils.pad_shard_unpad(p_eval_step, static_return=True)\n"
                             "        eval_metrics.append(padded(")
     assert "padded(" in stored
-    assert_blocks_at(stored, "pad_shard_unpad(p_eval_step", "`p_eval_step` is wrapped in `pad_shard_unpad`, which pads")
+    assert plan_global(stored).possible, plan_global(stored).blocker
+    fixed = fix(stored, set())
+    assert "pad_shard_unpad(" not in fixed and "padded(" not in fixed and "p_eval_step(\n" in fixed, fixed
+    for use in ("        print(padded)\n", "        padded = print\n"):
+        used = stored.replace("        eval_metrics.append(padded(", use + "        eval_metrics.append(padded(")
+        assert_blocks_at(used, "pad_shard_unpad(p_eval_step", "`p_eval_step` is wrapped in `pad_shard_unpad`, which pads")
 
 
 def test_a_host_literal_on_one_path_and_a_host_value_on_another_is_a_host_value():

@@ -483,3 +483,23 @@ def test_a_mean_written_out_another_way_matches_pmap(loss, tmp_path, legacy_pyth
     assert loss in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_a_pad_shard_unpad_wrapper_kept_under_a_name_matches_pmap(tmp_path, flax_python):
+    """`p_eval_step_pad = pad_shard_unpad(p_eval_step, static_argnums=(0,), static_return=True)`,
+    as flax's full-evaluation guide keeps it: the name goes, its calls call the step on the padded
+    batch laid out on the mesh. The same metrics on 8 devices and as 2 processes."""
+    text = OLD["global_padded_evaluation"].read_text().replace(
+        "            metrics = pad_shard_unpad(p_eval_step, static_return=True)(\n",
+        "            metrics = p_eval_step_pad(\n").replace(
+        '    p_eval_step = jax.pmap(eval_step, "batch")\n',
+        '    p_eval_step = jax.pmap(eval_step, "batch")\n'
+        "    p_eval_step_pad = pad_shard_unpad(p_eval_step, static_argnums=(0,), static_return=True)\n")
+    assert text.count("p_eval_step_pad") == 2
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(text)
+    new.write_text(migrate(old))
+    assert "pad_shard_unpad(" not in new.read_text().split('"""')[2] and "p_eval_step_pad" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from jaxmigrate.core.flow import child_of
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, Preparer, batch_preparer
-from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value
+from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
     class_level_names,
@@ -1047,7 +1047,10 @@ class DriverAnalyzer:
             return self._step_call(entry, node, env)
         if isinstance(func, ast.Call) and self._qualified(func.func) == PAD_SHARD_UNPAD and func.args \
                 and isinstance(func.args[0], ast.Name) and self._step_of(func.args[0]) is not None:
-            return self._padded_step_call(self._step_of(func.args[0]), node, env)
+            return self._padded_step_call(self._step_of(func.args[0]), node, env, func)
+        stored = stored_pad_wrapper(self.module, func) if isinstance(func, ast.Name) else None
+        if stored is not None and self._step_of(stored.args[0]) is not None:  # p_eval_step_pad(params, batch)
+            return self._padded_step_call(self._step_of(stored.args[0]), node, env, stored)
         if isinstance(func, ast.Attribute) and self._held:
             held = self_attribute(self.module, func)
             if held is not None and (id(held[0]), held[1]) in self._held:  # self.p_train_step(...)
@@ -1304,14 +1307,14 @@ class DriverAnalyzer:
             self._host(child.value if isinstance(child, ast.Starred) else child, env)
         return HOST
 
-    def _padded_step_call(self, step: Step, node: ast.Call, env: dict):
+    def _padded_step_call(self, step: Step, node: ast.Call, env: dict, wrapper: ast.Call):
         """``pad_shard_unpad(p_eval_step, static_return=True)(state.params, batch, min_device_batch=n)``
-        (flax's full-evaluation helper): the arguments not in ``static_argnums`` are host batches it
-        pads with zero rows to the same number per local device (at least ``n``) and splits over
-        them; the others go to the step as they are; the step's outputs come back as they are. In
-        the global view each host batch is padded the same way and laid out on the mesh, so the
-        step computes over the same rows, padding included."""
-        wrapper = node.func
+        (flax's full-evaluation helper; ``wrapper`` its first call, there or where a name keeps it):
+        the arguments not in ``static_argnums`` are host batches it pads with zero rows to the same
+        number per local device (at least ``n``) and splits over them; the others go to the step as
+        they are; the step's outputs come back as they are. In the global view each host batch is
+        padded the same way and laid out on the mesh, so the step computes over the same rows,
+        padding included."""
         options = {k.arg: k.value for k in wrapper.keywords}
         static = literal_positions(options.get("static_argnums", ast.Constant((0,))))
         if len(wrapper.args) != 1 or set(options) - {"static_argnums", "static_argnames", "static_return"} \

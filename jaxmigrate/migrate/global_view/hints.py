@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.names import OpaqueBinding
 
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
@@ -22,6 +23,39 @@ _HINTS = {
 PAD_SHARD_UNPAD = "flax.jax_utils.pad_shard_unpad"
 
 
+def stored_pad_wrapper(module, name: ast.Name) -> ast.Call | None:
+    """The ``pad_shard_unpad(p_eval_step, ...)`` that the name read at ``name`` holds, where the
+    program keeps the wrapped step under a name, as flax's full-evaluation guide does
+    (``p_eval_step_pad = pad_shard_unpad(p_eval_step, static_argnums=(0,), static_return=True)``)
+    and ``kept_for_calls`` holds."""
+    bindings = module.names.bindings(name)
+    value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
+    return value if isinstance(value, ast.Call) and kept_for_calls(module, value) else None
+
+
+def kept_for_calls(module, wrapper: ast.Call) -> bool:
+    """``wrapper``, a ``pad_shard_unpad`` of a name, is the whole value of a name bound once, by an
+    assignment of its own, that is read only where it is called, in the scope that binds it."""
+    statement = module.parent_of(wrapper)
+    if not (module.names.qualified_name(wrapper.func) == PAD_SHARD_UNPAD and wrapper.args
+            and isinstance(wrapper.args[0], ast.Name) and isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+        return False
+    name, scope = statement.targets[0].id, enclosing_scope(module, statement)
+    reads = []
+    for _, read in module.names_at.get(name, ()):
+        bindings = module.names.bindings(read) if isinstance(read.ctx, ast.Load) else []
+        if any(getattr(b, "value", None) is wrapper for b in bindings):
+            if len(bindings) != 1:
+                return False
+            reads.append(read)
+        elif isinstance(read.ctx, ast.Store) and read is not statement.targets[0] \
+                and enclosing_scope(module, read) is scope:
+            return False  # bound again in that scope
+    return bool(reads) and all(isinstance(module.parent_of(r), ast.Call) and module.parent_of(r).func is r
+                               and enclosing_scope(module, r) is scope for r in reads)
+
+
 def step_used_as_value(module, node: ast.Name) -> str:
     """Why a step named other than in a call of it blocks, said for the uses that have a name."""
     parent = module.parent_of(node)
@@ -29,7 +63,8 @@ def step_used_as_value(module, node: ast.Name) -> str:
             and module.names.qualified_name(parent.func) == PAD_SHARD_UNPAD:
         return (f"`{node.id}` is wrapped in `pad_shard_unpad`, which pads each batch to a multiple of the local "
                 "devices and splits it per device: the fix writes that padding out only where the wrapped step is "
-                "called at once (`pad_shard_unpad(step, static_return=True)(...)`), not where it is kept")
+                "called at once (`pad_shard_unpad(step, static_return=True)(...)`) or kept under a name bound once "
+                "and only called, in the scope that binds it")
     return f"`{node.id}` is used other than by calling it"
 
 

@@ -26,7 +26,7 @@ from jaxmigrate.migrate.global_view.driving import (
     literal_positions,
     reads_of,
 )
-from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, step_used_as_value
+from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, Blocked, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
@@ -62,6 +62,7 @@ class Builder:
         self.jitted: dict[int, ast.Call] = {}  # a pmap call's id -> the `jax.jit(...)` around it
         self.notes: set[str] = set()
         self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
+        self._dropped: set[int] = set()  # statements the rewrite deletes whole (a kept pad wrapper)
 
     # -- the pmap applications ---------------------------------------------------------------
 
@@ -523,8 +524,8 @@ class Builder:
         wrapper = self.module.parent_of(node)
         return (isinstance(wrapper, ast.Call) and wrapper.args and wrapper.args[0] is node
                 and self.module.names.qualified_name(wrapper.func) == PAD_SHARD_UNPAD
-                and isinstance(self.module.parent_of(wrapper), ast.Call)
-                and self.module.parent_of(wrapper).func is wrapper)
+                and (isinstance(self.module.parent_of(wrapper), ast.Call)
+                     and self.module.parent_of(wrapper).func is wrapper or kept_for_calls(self.module, wrapper)))
 
     def _factory_only_binds_names(self, factory: ast.FunctionDef) -> None:
         """Each call of a function returning the step binds it to one name (``p_update =
@@ -719,6 +720,9 @@ class Builder:
             self._around(edit, f"{self._batch_layout(mesh)}{self._padding_helper()}(", f"{per_device}))")
         elif edit.action == "pad_call":  # pad_shard_unpad(step, ...)(x, y, min_device_batch=n) -> step(x, y)
             call = edit.node
+            stored = stored_pad_wrapper(self.module, call.func) if isinstance(call.func, ast.Name) else None
+            if stored is not None:  # p_eval_step_pad(x, y): the name that kept the wrapper goes with it
+                self._drop_pad_wrapper(stored)
             start, end = self.module.span(call.func)
             self.plan.edits.append(Edit(start, end, self.module.segment(edit.inner)))
             if call.keywords:  # `min_device_batch=`: gone with it, and the comma before or after it
@@ -729,7 +733,8 @@ class Builder:
                     self.plan.edits.append(Edit(span(parts[index])[0], span(parts[index + 1])[0], ""))
                 else:
                     self.plan.edits.append(Edit(span(parts[index - 1])[1], span(parts[index])[1], ""))
-            self._drop_import(call.func.func)
+            if stored is None:
+                self._drop_import(call.func.func)
         elif edit.action == "opaque":  # jax.pmap(opt_init) -> jit, its output replicated on the mesh
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
@@ -767,6 +772,19 @@ class Builder:
             self._around_atom(edit)
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
+
+    def _drop_pad_wrapper(self, wrapper: ast.Call) -> None:
+        """``p_eval_step_pad = pad_shard_unpad(p_eval_step, ...)`` goes (once, whatever the calls):
+        its calls now call the step itself."""
+        statement = self.module.parent_of(wrapper)
+        if id(statement) in self._dropped:
+            return
+        if not self._own_lines(statement):
+            raise Blocked(statement.lineno, "the line keeping `pad_shard_unpad`'s wrapper holds a comment or "
+                          "another statement, which the fix would have to delete with it")
+        self._dropped.add(id(statement))
+        self._delete_lines(statement)
+        self._drop_import(wrapper.func)
 
     def _on_some_processes(self, node: ast.AST) -> bool:
         """Whether ``node`` runs in a branch of a multi-process module taken by some processes only
