@@ -91,3 +91,14 @@ def test_a_batch_preparer_is_a_function_whose_leaf_function_ends_in_a_device_cou
     assert (found is not None) is split
     if split:
         assert found.split.func.attr == "reshape" and found.leaf.id == "x"
+
+
+@pytest.mark.parametrize(("body", "action"), [
+    ("x.reshape((n, -1) + x.shape[1:])", "shard"),
+    ("jnp.reshape(x, (n, -1) + x.shape[1:])", "shard"),
+    ("np.reshape(x, (n, -1, *x.shape[1:]))", "shard"),
+    ("jnp.reshape(x, (2, -1) + x.shape[1:])", None),  # not the device count
+    ("jnp.reshape(x, (n, -1) + x.shape[2:])", None),  # merges the leaf's own axes
+])
+def test_a_device_count_reshape_splits_in_either_form(body, action):
+    assert _action(body) == action

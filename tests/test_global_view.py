@@ -1144,6 +1144,16 @@ def test_a_mean_written_out_over_the_device_rows_is_a_per_shard_mean(old, new, r
         assert not view.possible and reason in view.reason, view.blocker
 
 
+@pytest.mark.parametrize("reshape", ["jnp.reshape(x, (jax.local_device_count(), -1) + x.shape[1:])",
+                                     "np.reshape(x, (jax.local_device_count(), -1, *x.shape[1:]))"])
+def test_the_function_form_of_a_device_count_reshape_splits_the_batch_too(reshape):
+    text = _MEAN_WRITTEN_OUT.replace("x.reshape((jax.local_device_count(), -1) + x.shape[1:])", reshape)
+    assert text != _MEAN_WRITTEN_OUT
+    fixed = fix(text, set())
+    assert 'jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)' in fixed, fixed
+    assert "reshape(x" not in fixed
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

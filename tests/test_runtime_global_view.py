@@ -503,3 +503,13 @@ def test_a_pad_shard_unpad_wrapper_kept_under_a_name_matches_pmap(tmp_path, flax
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
     assert report.equal, render_text(report)
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
+def test_the_function_form_of_a_device_count_reshape_matches_pmap(tmp_path, legacy_python):
+    """`jnp.reshape(x, (n, -1) + x.shape[1:])` splits the batch as `x.reshape(...)` does."""
+    old, new = migrated_variant(tmp_path, "global_mean_written_out",
+                                "x.reshape((jax.local_device_count(), -1) + x.shape[1:])",
+                                "jnp.reshape(x, (jax.local_device_count(), -1) + x.shape[1:])")
+    assert "reshape(x" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
+    assert report.equal, render_text(report)

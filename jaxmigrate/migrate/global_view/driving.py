@@ -51,7 +51,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     Seq,
     join,
 )
-from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes, is_zero
+from jaxmigrate.migrate.global_view.shapes import RESHAPES, DeviceAxisShapes, is_zero
 from jaxmigrate.names import OpaqueBinding
 
 
@@ -1188,6 +1188,11 @@ class DriverAnalyzer:
                 # (`np.array(chain(*mask))` is an array of one object, not of the rows).
                 self._unshard(node, inner, kind, iterator=not self._iterated(node))
                 return HOST
+        if qualified in RESHAPES and len(node.args) == 2 and not node.keywords:  # jnp.reshape(x, (n, -1) + ...)
+            if self.expr(node.args[0], env) == HOST and self.shapes.is_shard_reshape(node.args[0], node.args[1:]):
+                self._host(node.args[1], env)
+                self._edit(node, "shard", node.args[0])
+                return self._sharded(node)
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
             if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):

@@ -17,6 +17,8 @@ BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 _STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 _REPEATS = frozenset({"jax.numpy.repeat", "numpy.repeat"})
 _TILES = frozenset({"jax.numpy.tile", "numpy.tile"})
+# The function form of `x.reshape(shape)`: `jnp.reshape(x, shape)`.
+RESHAPES = frozenset({"jax.numpy.reshape", "numpy.reshape"})
 _EXPAND_DIMS = frozenset({"jax.numpy.expand_dims", "numpy.expand_dims"})
 _NDIMS = frozenset({"jax.numpy.ndim", "numpy.ndim"})
 _DEVICE_PUT_SHARDED, _DEVICE_PUT_REPLICATED = "jax.device_put_sharded", "jax.device_put_replicated"
@@ -50,6 +52,9 @@ class DeviceAxisShapes:
                 and _is_name(body.func.value, x) and self.is_shard_reshape(body.func.value, body.args):
             return "shard"
         qualified = self.names.qualified_name(body.func)
+        if qualified in RESHAPES and len(body.args) == 2 and _is_name(body.args[0], x) \
+                and self.is_shard_reshape(body.args[0], body.args[1:]):
+            return "shard"  # `jnp.reshape(x, (n, -1) + x.shape[1:])`
         if qualified in BROADCASTS and len(body.args) == 2 \
                 and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
             return "replicate"
