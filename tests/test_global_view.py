@@ -1154,6 +1154,12 @@ def test_the_function_form_of_a_device_count_reshape_splits_the_batch_too(reshap
     assert "reshape(x" not in fixed
 
 
+def test_a_step_made_in_a_function_and_never_called_is_named_as_such():
+    assert_variant_blocks(_WEIGHT_DECAY, "metrics = eval_epoch(p_eval_step, state, test_it, test_steps)",
+                          "metrics = {}", "p_eval_step = jax.pmap",
+                          "`p_eval_step` is made in `main` and never called")
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

@@ -101,7 +101,8 @@ class _CallGraph:
     def calls_of(self, func: ast.AST) -> list[tuple[ast.Call, ast.AST]] | None:
         """Each call of ``func`` in the module and the scope it is in; None where ``func`` could
         not take one more parameter from its callers (not a plain module-level def, with
-        positional-only parameters, used other than by calling it, called with ``*args`` / ``**kwargs`` or in a lambda, never called)."""
+        positional-only parameters, used other than by calling it, called with ``*args`` /
+        ``**kwargs`` or in a lambda, never called)."""
         if id(func) not in self._calls:
             self._calls[id(func)] = self._find_calls(func)
         return self._calls[id(func)]

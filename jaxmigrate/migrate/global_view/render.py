@@ -82,6 +82,11 @@ class Builder:
             for step in self.steps.values():
                 if step.name in drivers.called:
                     continue
+                owner = enclosing_scope(self.module, step.binding)
+                if isinstance(owner, ast.FunctionDef) and step.holder is None and step.factory is None:
+                    raise Blocked(step.binding.lineno, f"`{step.name}` is made in `{owner.name}` and never called: "
+                                  "with no call, the values it is meant for are not known (delete it if it is not "
+                                  "used)")
                 raise Blocked(step.line, f"`{step.name}` is not called in this module: its callers "
                               "elsewhere pass values with pmap's device axis")
             changed = False
