@@ -1160,6 +1160,23 @@ def test_a_step_made_in_a_function_and_never_called_is_named_as_such():
                           "`p_eval_step` is made in `main` and never called")
 
 
+_DROPOUT = (FIXTURES / "flax_dropout_model.in.py").read_text()
+_KEYS_IN_A_DICT = _DROPOUT.replace(
+    "dropout_rngs = jax.random.split(rng, jax.local_device_count())",
+    'dropout_rngs = {"dropout": jax.random.split(rng, jax.local_device_count())}').replace(
+    "def train_step(state, batch, dropout_rng):\n    dropout_rng, new_dropout_rng = jax.random.split(dropout_rng)",
+    'def train_step(state, batch, rngs):\n    dropout_rng, new_dropout_rng = jax.random.split(rngs["dropout"])').replace(
+    "    return new_state, metrics, new_dropout_rng", '    return new_state, metrics, {"dropout": new_dropout_rng}')
+
+
+def test_a_dict_literal_of_keys_per_device_is_one_key_tree_and_one_mixed_with_host_values_blocks():
+    assert _KEYS_IN_A_DICT.count('rngs["dropout"]') == 1
+    assert plan_global(_KEYS_IN_A_DICT).possible, plan_global(_KEYS_IN_A_DICT).blocker
+    mixed = _KEYS_IN_A_DICT.replace('{"dropout": jax.random.split(rng, jax.local_device_count())}',
+                                    '{"dropout": jax.random.split(rng, jax.local_device_count()), "rate": 0.1}')
+    assert_blocks_at(mixed, '"rate": 0.1', "mixes values with and without pmap's device axis")
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

@@ -513,3 +513,26 @@ def test_the_function_form_of_a_device_count_reshape_matches_pmap(tmp_path, lega
     assert "reshape(x" not in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_per_device_keys_in_a_dict_literal_match_pmap(tmp_path, flax_python):
+    """`rngs = {"dropout": jax.random.split(rng, n)}` handed to the step, which splits
+    `rngs["dropout"]` and hands the dict back: a dict of keys per device is one key tree, laid out
+    as the keys the step returns (so the step compiles once)."""
+    text = OLD["global_flax_dropout_model"].read_text()
+    changed = text.replace(
+        "dropout_rngs = jax.random.split(rng, jax.local_device_count())",
+        'dropout_rngs = {"dropout": jax.random.split(rng, jax.local_device_count())}').replace(
+        "def train_step(state, batch, dropout_rng):\n    dropout_rng, new_dropout_rng = jax.random.split(dropout_rng)",
+        'def train_step(state, batch, rngs):\n    dropout_rng, new_dropout_rng = jax.random.split(rngs["dropout"])').replace(
+        "    return new_state, metrics, new_dropout_rng", '    return new_state, metrics, {"dropout": new_dropout_rng}')
+    assert changed.count('"dropout"') == text.count('"dropout"') + 3
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    assert 'dropout_rngs = {"dropout": jax.device_put(rng, NamedSharding(mesh, P()))}' in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)
+    entry = report.entry("main")
+    steps = _compiled(entry.new.collectives.modules, {"jit_train_step"})
+    assert steps == 1, entry.new.collectives.modules

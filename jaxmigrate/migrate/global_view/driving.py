@@ -976,8 +976,10 @@ class DriverAnalyzer:
             known = kinds - {BOT}  # BOT: a step's output not known yet on this round
             if not known:
                 return BOT
-            # A dict whose every value is replicated (or every one split) is such a tree itself.
-            if len(known) == 1 and next(iter(known)) in (HOST, DREP, DSHARD):
+            # A dict whose every value is replicated (or every one split, or every one a key per
+            # device: `rngs = {"params": shard_prng_key(k1), "dropout": shard_prng_key(k2)}`) is
+            # such a tree itself.
+            if len(known) == 1 and next(iter(known)) in (HOST, DREP, DSHARD, DKEYS):
                 return known.pop()
             if any(_carries(leaf) for kind in kinds for leaf in _hleaves(kind)):
                 raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
