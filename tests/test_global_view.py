@@ -1177,6 +1177,19 @@ def test_a_dict_literal_of_keys_per_device_is_one_key_tree_and_one_mixed_with_ho
     assert_blocks_at(mixed, '"rate": 0.1', "mixes values with and without pmap's device axis")
 
 
+_ABSL_APP = (FIXTURES / "run_by_absl_app.in.py").read_text()
+
+
+def test_a_main_run_by_fire_is_an_entry_point_as_one_run_by_absl_app():
+    text = _ABSL_APP.replace("from absl import app\n", "import fire\n").replace(
+        '        raise app.UsageError("Too many command-line arguments.")', '        raise ValueError(argv)').replace(
+        "    app.run(main)", "    fire.Fire(main)")
+    assert "fire.Fire(main)" in text and "app." not in text.split('"""')[2]
+    assert plan_global(text).possible, plan_global(text).blocker
+    fixed = fix(text, set())
+    assert "fire.Fire(main)" in fixed and "jax.pmap" not in fixed
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

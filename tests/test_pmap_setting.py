@@ -86,13 +86,15 @@ def test_a_parameter_replicated_unconditionally_is_sized_from_there_on():
     [
         pytest.param("    main()\n", True, None, id="called once"),
         pytest.param("    app.run(main)\n", True, None, id="app.run"),
+        pytest.param("    fire.Fire(main)\n", True, None, id="fire.Fire"),
+        pytest.param("    fire.Fire(main)\n    fire.Fire(main)\n", False, "not shown to run once", id="fire.Fire twice"),
         pytest.param("    for _ in range(2):\n        main()\n", False, "not shown to run once", id="in a loop"),
         # Each run would build a new jit step and compile it again; pmap's cache compiled it once.
         pytest.param("    main()\n    main()\n", False, "not shown to run once", id="called twice"),
     ],
 )
 def test_the_driver_is_what_the_main_block_runs(main_block, rewritable, reason):
-    code = driven("return jax.pmap(f, 'i')(x)\n", head="import jax\nfrom absl import app\n")
+    code = driven("return jax.pmap(f, 'i')(x)\n", head="import jax\nimport fire\nfrom absl import app\n")
     code = code.replace("    main()\n", main_block)
     site = _site(code)
     assert site.rewritable is rewritable and (reason is None or reason in site.reason)

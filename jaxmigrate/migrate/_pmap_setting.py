@@ -45,7 +45,7 @@ _DEVICE_COUNTS = frozenset({"jax.local_device_count", "jax.device_count"})
 _ALL_DEVICES = frozenset({"jax.local_devices", "jax.devices"})
 _SIZED_BY_ARGUMENT = frozenset({"flax.jax_utils.replicate", "flax.training.common_utils.shard",
                                 "flax.training.common_utils.shard_prng_key"})
-_APP_RUN = frozenset({"absl.app.run"})
+_APP_RUN = frozenset({"absl.app.run", "fire.Fire"})
 _RESHAPES = frozenset({"jax.numpy.reshape", "numpy.reshape"})
 _FILLED = frozenset(f"{module}.{name}" for module in ("jax.numpy", "numpy")
                     for name in ("zeros", "ones", "empty", "full"))

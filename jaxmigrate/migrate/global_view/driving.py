@@ -122,7 +122,8 @@ UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
-APP_RUN = "absl.app.run"
+# Calls that run a function as the program, with the command line (host values) for arguments.
+APP_RUN = frozenset({"absl.app.run", "fire.Fire"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 # What an array (not a pytree's field) answers, which counts pmap's device axis or its devices.
 _ARRAY_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "mT", "nbytes", "flat", "at", "sharding", "devices",
@@ -348,8 +349,8 @@ class DriverAnalyzer:
             scope = pending.pop()
             if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
                 continue
-            # `app.run(main)` calls it with the command line's arguments, host values, as a caller
-            # elsewhere would.
+            # `app.run(main)` / `fire.Fire(main)` calls it with the command line's arguments, host
+            # values, as a caller elsewhere would.
             uses = [use for use in reads_of(self.module, scope.name, scope) if not self._run_by_app(use)]
             if not uses:
                 continue  # an entry point: called from elsewhere, with host values
@@ -371,7 +372,7 @@ class DriverAnalyzer:
     def _run_by_app(self, use: ast.Name) -> bool:
         parent = self.module.parent_of(use)
         return isinstance(parent, ast.Call) and bool(parent.args) and parent.args[0] is use \
-            and self._qualified(parent.func) == APP_RUN
+            and self._qualified(parent.func) in APP_RUN
 
     def _shared(self, scope) -> set[str]:
         """The names ``scope`` declares ``global`` or ``nonlocal`` (its own statements, not nested
