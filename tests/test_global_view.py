@@ -1190,6 +1190,27 @@ def test_a_main_run_by_fire_is_an_entry_point_as_one_run_by_absl_app():
     assert "fire.Fire(main)" in fixed and "jax.pmap" not in fixed
 
 
+_STATE_MADE_BY_A_FUNCTION = _HF.replace(
+    "    state = TrainState.create(apply_fn=model.__call__, params=model.params, tx=optax.adamw(schedule),\n"
+    "                              dropout_rng=dropout_rng)\n",
+    "    state = create_train_state(model, schedule, dropout_rng)\n").replace(
+    "def data_loader(",
+    "def create_train_state(model, schedule, dropout_rng):\n"
+    "    return TrainState.create(apply_fn=model.__call__, params=model.params, tx=optax.adamw(schedule),\n"
+    "                             dropout_rng=dropout_rng)\n\n\ndef data_loader(")
+
+
+def test_a_state_made_by_a_function_of_the_module_replicates_itself_as_one_made_in_place():
+    assert "return TrainState.create(" in _STATE_MADE_BY_A_FUNCTION
+    view = plan_global(_STATE_MADE_BY_A_FUNCTION)
+    assert view.possible, view.blocker
+    # A function that may return something else: `state.replicate()` is not known to be that method.
+    other = _STATE_MADE_BY_A_FUNCTION.replace(
+        "def create_train_state(model, schedule, dropout_rng):\n",
+        "def create_train_state(model, schedule, dropout_rng):\n    if schedule is None:\n        return model\n")
+    assert_blocks_at(other, "p_train_step(state, shard(batch))", "argument 1 of `p_train_step` (`state`) is not made by")
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

@@ -536,3 +536,23 @@ def test_per_device_keys_in_a_dict_literal_match_pmap(tmp_path, flax_python):
     entry = report.entry("main")
     steps = _compiled(entry.new.collectives.modules, {"jit_train_step"})
     assert steps == 1, entry.new.collectives.modules
+
+
+def test_a_state_made_by_a_function_that_replicates_itself_matches_pmap(tmp_path, flax_python):
+    """The Hugging Face examples' `TrainState` with its `replicate` method, made by the program's
+    `create_train_state` rather than in place: the same replication, the same results."""
+    text = OLD["global_hugging_face_train_state"].read_text()
+    made = ("    state = TrainState.create(apply_fn=model.__call__, params=model.params, tx=optax.adamw(schedule),\n"
+            "                              dropout_rng=dropout_rng)\n")
+    assert made in text
+    changed = text.replace(made, "    state = create_train_state(model, schedule, dropout_rng)\n").replace(
+        "def data_loader(",
+        "def create_train_state(model, schedule, dropout_rng):\n"
+        "    return TrainState.create(apply_fn=model.__call__, params=model.params, tx=optax.adamw(schedule),\n"
+        "                             dropout_rng=dropout_rng)\n\n\ndef data_loader(")
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    assert "state.replicate()" not in new.read_text() and "NamedSharding(mesh, P())" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)

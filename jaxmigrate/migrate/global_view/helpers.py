@@ -29,6 +29,7 @@ import ast
 from dataclasses import dataclass
 
 from jaxmigrate import program_modules
+from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
@@ -154,18 +155,38 @@ class HelperSummaries:
 
     def _classes_made(self, name: ast.Name) -> list[ast.ClassDef]:
         """The classes of this module that the assignments of ``name`` construct (``Cls(...)`` or
-        ``Cls.create(...)``); its other assignments (a step's outputs) keep the object's class."""
+        ``Cls.create(...)``, there or returned by a function of the module, as a
+        ``create_train_state`` returns its state); its other assignments (a step's outputs) keep
+        the object's class. Empty where a function it is made by may return anything else."""
         found = []
         for binding in self.module.names.bindings(name):
             value = getattr(binding, "value", None)
             if not isinstance(value, ast.Call):
                 continue
-            maker = value.func.value if isinstance(value.func, ast.Attribute) and value.func.attr == "create" \
-                else value.func
-            if isinstance(maker, ast.Name):
-                found += [b.node for b in self.module.names.bindings(maker)
-                          if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.ClassDef)]
+            made = self._constructed(value)
+            if made is None:
+                maker = value.func if isinstance(value.func, ast.Name) else None
+                functions = [b.node for b in self.module.names.bindings(maker) if isinstance(b, OpaqueBinding)
+                             and isinstance(b.node, ast.FunctionDef)] if maker is not None else []
+                if len(functions) != 1:
+                    continue
+                returns = [r.value for r in ast.walk(functions[0]) if isinstance(r, ast.Return)
+                           and enclosing_scope(self.module, r) is functions[0]]
+                made = [self._constructed(r) if isinstance(r, ast.Call) else None for r in returns]
+                if not made or None in made:
+                    return []
+                made = [c for classes in made for c in classes]
+            found += made
         return found
+
+    def _constructed(self, call: ast.Call) -> list[ast.ClassDef] | None:
+        """The class of this module ``call`` constructs (``Cls(...)`` / ``Cls.create(...)``), if it does."""
+        maker = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "create" else call.func
+        if not isinstance(maker, ast.Name):
+            return None
+        classes = [b.node for b in self.module.names.bindings(maker)
+                   if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.ClassDef)]
+        return classes or None
 
     def _imported(self, func: ast.expr, qualified: str | None) -> Helper | None:
         """A helper another module of the program defines (or imports from one, re-exported)."""
