@@ -1211,6 +1211,31 @@ def test_a_state_made_by_a_function_of_the_module_replicates_itself_as_one_made_
     assert_blocks_at(other, "p_train_step(state, shard(batch))", "argument 1 of `p_train_step` (`state`) is not made by")
 
 
+_TWO_EVAL_STEPS = _WEIGHT_DECAY.replace("def main():", (
+    "def evaluate_once(state, batch):\n"
+    "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n"
+    "    return jax_utils.unreplicate(p_eval_step(state, common_utils.shard(batch)))\n\n\n"
+    "def main():")).replace(
+    '    return {"params": jax_utils.unreplicate(state).params, "history": history}',
+    '    history.append(evaluate_once(state, ds_test[0]))\n'
+    '    return {"params": jax_utils.unreplicate(state).params, "history": history}')
+
+
+def test_steps_of_one_name_made_in_two_functions_are_two_steps():
+    assert _TWO_EVAL_STEPS.count("p_eval_step = jax.pmap(") == 2
+    view = plan_global(_TWO_EVAL_STEPS)
+    assert view.possible, view.blocker
+    fixed = fix(_TWO_EVAL_STEPS, set())
+    assert fixed.count("p_eval_step = jax.jit(eval_step)") == 2 and "jax.pmap" not in fixed
+    # Bound twice in one function, it is one name for two pmaps: the fix does not guess which a call means.
+    twice = _TWO_EVAL_STEPS.replace("    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n    return",
+                                    "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n"
+                                    "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n    return")
+    view = plan_global(twice)
+    second = [i + 1 for i, t in enumerate(twice.splitlines()) if "p_eval_step = jax.pmap(" in t][1]
+    assert not view.possible and view.line == second and "is bound to more than one pmap" in view.reason
+
+
 _DICT = (FIXTURES / "steps_in_a_dict.in.py").read_text()
 
 

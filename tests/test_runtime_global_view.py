@@ -556,3 +556,24 @@ def test_a_state_made_by_a_function_that_replicates_itself_matches_pmap(tmp_path
     assert "state.replicate()" not in new.read_text() and "NamedSharding(mesh, P())" in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_steps_of_one_name_made_in_two_functions_match_pmap(tmp_path, flax_python):
+    """`p_eval_step` made in `main` and again in `evaluate_once`: two steps, each followed where it
+    is called, the one mesh handed to `evaluate_once` too."""
+    text = OLD["global_weight_decay_epochs"].read_text()
+    changed = text.replace("def main():", (
+        "def evaluate_once(state, batch):\n"
+        "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n"
+        "    return jax_utils.unreplicate(p_eval_step(state, common_utils.shard(batch)))\n\n\n"
+        "def main():")).replace(
+        '    return {"params": jax_utils.unreplicate(state).params, "history": history}',
+        '    history.append(evaluate_once(state, ds_test[0]))\n'
+        '    return {"params": jax_utils.unreplicate(state).params, "history": history}')
+    assert changed.count("p_eval_step = jax.pmap(") == 2
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    assert new.read_text().count("make_mesh(") == 1
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)

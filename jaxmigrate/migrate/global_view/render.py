@@ -370,6 +370,7 @@ class Builder:
                 f'{self.module.parent_of(assign).targets[0].id}["{entry[1]}"]' if entry is not None else
                 assign.targets[0].id)
             binding = made
+        name = self._own_name(name, binding)
         self.fun[name] = fun
         values = {}
         for option, value in options.items():
@@ -427,6 +428,21 @@ class Builder:
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
 
+    def _own_name(self, name: str, binding: ast.AST) -> str:
+        """The name a step is known by: a second one of the same name bound in another function
+        (`p_eval_step` made in `train_and_evaluate` and again in `evaluate`) is `p_eval_step` in
+        `evaluate`; one bound twice in the same scope keeps the name, and blocks."""
+        if name not in self.steps:
+            return name
+        here = enclosing_scope(self.module, binding)
+        if not isinstance(here, ast.FunctionDef) or here is enclosing_scope(self.module, self.steps[name].binding):
+            return name
+        return f"{name}` in `{here.name}"
+
+    def _named(self, identifier: str) -> list[str]:
+        """The steps a name written in the code may be (by their names in ``self.steps``)."""
+        return [name for name in self.steps if name.split("` in `")[0] == identifier]
+
     def _opaque(self, fun: ast.expr, call: ast.Call) -> bool:
         """``jax.pmap(f)(x, ...)`` with no option, ``f`` a name or attribute that is not a function
         of this module (``opt_init`` of ``opt_init, opt_update = optax.adam(1e-4)``, ``optimizer.init``),
@@ -446,25 +462,30 @@ class Builder:
             if isinstance(node, ast.Assign) and any(_same_name(t, "__all__") for t in node.targets):
                 names = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
                 for step in self.steps:
-                    if step in names:
+                    if step.split("` in `")[0] in names:
                         raise Blocked(node.lineno, f"`{step}` is exported in `__all__`: its callers elsewhere pass "
                                       "values with pmap's device axis")
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.steps:
-                step = self.steps[node.id]
-                if node is self.fun.get(node.id):
-                    continue  # `f = jax.pmap(f, ...)`: the def pmap maps
-                if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
-                           for b in self.module.names.bindings(node)):
-                    continue
-                parent = self.module.parent_of(node)
-                if self._given_to_function(node):
-                    self.passed.append(node)  # the driving code's analysis reads that function's calls of it
-                    continue
-                if not (isinstance(parent, ast.Call) and parent.func is node or self._padded(node)):
-                    raise Blocked(node.lineno, step_used_as_value(self.module, node))
-                if self.fun.get(node.id) is not None and isinstance(self.fun[node.id], ast.Name) \
-                        and self.fun[node.id].id == node.id and node.lineno <= step.binding.lineno:
-                    raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                for name in self._named(node.id):
+                    self._only_called(node, name)
+
+    def _only_called(self, node: ast.Name, name: str) -> None:
+        """``node``, a read of the step ``name`` (if it resolves to that step's binding), calls it,
+        hands it to a function that does, or is wrapped by ``pad_shard_unpad`` as the fix follows."""
+        step, fun = self.steps[name], self.fun.get(name)
+        if node is fun:
+            return  # `f = jax.pmap(f, ...)`: the def pmap maps
+        if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
+                   for b in self.module.names.bindings(node)):
+            return
+        parent = self.module.parent_of(node)
+        if self._given_to_function(node):
+            self.passed.append(node)  # the driving code's analysis reads that function's calls of it
+            return
+        if not (isinstance(parent, ast.Call) and parent.func is node or self._padded(node)):
+            raise Blocked(node.lineno, step_used_as_value(self.module, node))
+        if isinstance(fun, ast.Name) and fun.id == node.id and node.lineno <= step.binding.lineno:
+            raise Blocked(node.lineno, f"`{node.id}` is called before pmap rebinds it")
 
     def _dict_entry(self, call: ast.Call, parent: ast.AST) -> tuple | None:
         """(the dict, its key) where ``call`` is the value of a constant string key of a dict
