@@ -1003,10 +1003,7 @@ def _literal(node: ast.expr) -> object:
 
 def _feature_axis(index: ast.expr) -> bool:
     """A literal axis other than 0, the batch axis."""
-    try:
-        value = ast.literal_eval(index)
-    except ValueError:
-        return False
+    value = _literal(index)
     return type(value) is int and value != 0
 
 
