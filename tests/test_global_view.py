@@ -1032,6 +1032,12 @@ def test_a_step_passed_to_a_function_of_the_module_is_followed_to_its_calls_ther
     assert_variant_blocks(_PASSED, old, new, marker, reason)
 
 
+def test_a_script_s_functions_take_the_mesh_with_no_note_for_other_modules():
+    view = plan_global(_PASSED)
+    assert view.possible and not any("now take the mesh" in note for note in view.notes), view.notes
+    assert "def run_epoch(step, params, batches, mesh):" in fix(_PASSED, set())
+
+
 def test_a_step_passed_on_to_another_function_of_the_module_is_followed_there_too():
     text = _PASSED.replace("        params, loss = step(params, x, y)\n",
                            "        params, loss = one_step(step, params, x, y)\n").replace(
@@ -1077,6 +1083,8 @@ def test_one_mesh_is_built_where_training_starts_and_handed_to_the_functions_it_
     for line in written:
         assert line in fixed, fixed
     assert fix(fixed, set()) == fixed
+    # (a library module: other modules may call its public functions, and must now pass the mesh)
+    assert "now take the mesh as a parameter" in " ".join(plan_global(text).notes)
 
 
 @pytest.mark.parametrize(("old", "new", "meshes"), [

@@ -223,6 +223,11 @@ class Builder:
         """``mesh`` added as the last parameter of each function ``passing`` gives it to (keyword-only
         after defaults) and passed at each of their calls."""
         text, span = self.module.text, self.module.span
+        public = [f"`{func.name}`" for func in passing.receivers
+                  if not (func.name.startswith("_") or is_script(self.module))]
+        if public:  # (the global view changes what they take already; the new parameter says so loudly)
+            self.notes.add(f"{', '.join(public)} now take{'s' if len(public) == 1 else ''} the mesh as a "
+                           f"parameter, `{mesh}`: callers in other modules must pass it")
         for func in passing.receivers:
             args = func.args
             if passing.by_keyword(func):
