@@ -1168,17 +1168,10 @@ def test_a_step_made_in_a_function_and_never_called_is_named_as_such():
                           "`p_eval_step` is made in `main` and never called")
 
 
-_DROPOUT = (FIXTURES / "flax_dropout_model.in.py").read_text()
-_KEYS_IN_A_DICT = _DROPOUT.replace(
-    "dropout_rngs = jax.random.split(rng, jax.local_device_count())",
-    'dropout_rngs = {"dropout": jax.random.split(rng, jax.local_device_count())}').replace(
-    "def train_step(state, batch, dropout_rng):\n    dropout_rng, new_dropout_rng = jax.random.split(dropout_rng)",
-    'def train_step(state, batch, rngs):\n    dropout_rng, new_dropout_rng = jax.random.split(rngs["dropout"])').replace(
-    "    return new_state, metrics, new_dropout_rng", '    return new_state, metrics, {"dropout": new_dropout_rng}')
+_KEYS_IN_A_DICT = (FIXTURES / "keys_in_a_dict.in.py").read_text()
 
 
 def test_a_dict_literal_of_keys_per_device_is_one_key_tree_and_one_mixed_with_host_values_blocks():
-    assert _KEYS_IN_A_DICT.count('rngs["dropout"]') == 1
     assert plan_global(_KEYS_IN_A_DICT).possible, plan_global(_KEYS_IN_A_DICT).blocker
     mixed = _KEYS_IN_A_DICT.replace('{"dropout": jax.random.split(rng, jax.local_device_count())}',
                                     '{"dropout": jax.random.split(rng, jax.local_device_count()), "rate": 0.1}')
@@ -1198,18 +1191,10 @@ def test_a_main_run_by_fire_is_an_entry_point_as_one_run_by_absl_app():
     assert "fire.Fire(main)" in fixed and "jax.pmap" not in fixed
 
 
-_STATE_MADE_BY_A_FUNCTION = _HF.replace(
-    "    state = TrainState.create(apply_fn=model.__call__, params=model.params, tx=optax.adamw(schedule),\n"
-    "                              dropout_rng=dropout_rng)\n",
-    "    state = create_train_state(model, schedule, dropout_rng)\n").replace(
-    "def data_loader(",
-    "def create_train_state(model, schedule, dropout_rng):\n"
-    "    return TrainState.create(apply_fn=model.__call__, params=model.params, tx=optax.adamw(schedule),\n"
-    "                             dropout_rng=dropout_rng)\n\n\ndef data_loader(")
+_STATE_MADE_BY_A_FUNCTION = (FIXTURES / "state_made_by_a_function.in.py").read_text()
 
 
 def test_a_state_made_by_a_function_of_the_module_replicates_itself_as_one_made_in_place():
-    assert "return TrainState.create(" in _STATE_MADE_BY_A_FUNCTION
     view = plan_global(_STATE_MADE_BY_A_FUNCTION)
     assert view.possible, view.blocker
     # A function that may return something else: `state.replicate()` is not known to be that method.
@@ -1219,28 +1204,22 @@ def test_a_state_made_by_a_function_of_the_module_replicates_itself_as_one_made_
     assert_blocks_at(other, "p_train_step(state, shard(batch))", "argument 1 of `p_train_step` (`state`) is not made by")
 
 
-_TWO_EVAL_STEPS = _WEIGHT_DECAY.replace("def main():", (
-    "def evaluate_once(state, batch):\n"
-    "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n"
-    "    return jax_utils.unreplicate(p_eval_step(state, common_utils.shard(batch)))\n\n\n"
-    "def main():")).replace(
-    '    return {"params": jax_utils.unreplicate(state).params, "history": history}',
-    '    history.append(evaluate_once(state, ds_test[0]))\n'
-    '    return {"params": jax_utils.unreplicate(state).params, "history": history}')
+_TWO_EVAL_STEPS = (FIXTURES / "steps_of_one_name.in.py").read_text()
 
 
 def test_steps_of_one_name_made_in_two_functions_are_two_steps():
-    assert _TWO_EVAL_STEPS.count("p_eval_step = jax.pmap(") == 2
     view = plan_global(_TWO_EVAL_STEPS)
     assert view.possible, view.blocker
     fixed = fix(_TWO_EVAL_STEPS, set())
-    assert fixed.count("p_eval_step = jax.jit(eval_step)") == 2 and "jax.pmap" not in fixed
+    code = fixed.split('"""', 2)[2]
+    assert code.count("p_eval_step = jax.jit(eval_step)") == 2 and "jax.pmap" not in code
     # Bound twice in one function, it is one name for two pmaps: the fix does not guess which a call means.
     twice = _TWO_EVAL_STEPS.replace("    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n    return",
                                     "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n"
                                     "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n    return")
     view = plan_global(twice)
-    second = [i + 1 for i, t in enumerate(twice.splitlines()) if "p_eval_step = jax.pmap(" in t][1]
+    second = [i + 1 for i, t in enumerate(twice.splitlines())
+              if t == "    p_eval_step = jax.pmap(eval_step, axis_name='batch')"][1]
     assert not view.possible and view.line == second and "is bound to more than one pmap" in view.reason
 
 
