@@ -449,15 +449,17 @@ def test_a_replicate_helper_of_device_put_sharded_copies_matches_pmap(tmp_path, 
     assert report.equal, render_text(report)
 
 
+# (`global_mesh_handed_down` hands its mesh down as `global_step_passed_to_function` does, and
+# `global_pad_wrapper_kept` migrates to `global_padded_evaluation`'s very code, which runs as 2
+# processes below: neither runs again here)
 @pytest.mark.parametrize("case", ["global_step_passed_to_function", "global_steps_in_a_dict",
-                                  "global_prefetched_batches", "global_weight_decay_epochs",
-                                  "global_mesh_handed_down", "global_pad_wrapper_kept"])
+                                  "global_prefetched_batches", "global_weight_decay_epochs"])
 def test_steps_followed_through_the_driving_code_give_the_pmap_results_as_two_processes(case, tmp_path):
-    """Followed into the functions they are passed to, or by key, fed a mapped and prefetched
-    iterator or a padded batch, with the one mesh handed down to the functions that lay out
-    values, the steps lay out each process's batches with make_array_from_process_local_data
-    where they take them: every process gets pmap's results (the old side's flax is today's,
-    whose `replicate`, `prefetch_to_device` and `pad_shard_unpad` run on JAX 0.10)."""
+    """Followed into the functions they are passed to, or by key, or fed a mapped and prefetched
+    iterator, with the one mesh handed down to the functions that lay out values, the steps lay
+    out each process's batches with make_array_from_process_local_data where they take them:
+    every process gets pmap's results (the old side's flax is today's, whose `replicate` and
+    `prefetch_to_device` run on JAX 0.10)."""
     old, new = migrated_variant(tmp_path, case)
     assert "make_array_from_process_local_data" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
