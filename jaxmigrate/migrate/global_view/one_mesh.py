@@ -28,7 +28,7 @@ class MeshPassing:
     root: ast.AST  # a function, a script's `__main__` block, or the module
     first: ast.stmt  # the statement of ``root``'s body the mesh goes above
     receivers: list[ast.FunctionDef] = field(default_factory=list)
-    calls: list[ast.Call] = field(default_factory=list)
+    calls: list[tuple[ast.Call, ast.FunctionDef]] = field(default_factory=list)  # (call, the receiver it calls)
 
     def by_keyword(self, func: ast.FunctionDef) -> bool:
         """Whether ``func`` takes the mesh as a keyword-only parameter: after defaults, a plain
@@ -60,7 +60,7 @@ def pass_one_mesh(module, firsts: list[tuple[ast.AST, ast.stmt]],
     below = {id(s): s for each in reaching for s in each.values()
              if s is not root and id(root) in graph.callers_closure(s)}
     receivers = []
-    calls: list[ast.Call] = []
+    calls: list[tuple[ast.Call, ast.FunctionDef]] = []
     for scope in below.values():
         found = graph.calls_of(scope)
         if found is None or any(id(caller) not in below and caller is not root for _, caller in found):
@@ -68,13 +68,13 @@ def pass_one_mesh(module, firsts: list[tuple[ast.AST, ast.stmt]],
         if _initializes_jax(module, scope):
             return None
         receivers.append(scope)
-        calls += [call for call, _ in found]
+        calls += [(call, scope) for call, _ in found]
     first_of_root = next((first for scope, first in firsts if scope is root), None)
     statements = [child_of(module, call, root) for call, caller in graph.all_calls(receivers) if caller is root]
     statements += [first_of_root] if first_of_root is not None else []
     first = min(statements, key=lambda s: s.lineno)
     return MeshPassing(root, first, sorted(receivers, key=lambda f: f.lineno),
-                       sorted(calls, key=lambda c: (c.lineno, c.col_offset)))
+                       sorted(calls, key=lambda pair: (pair[0].lineno, pair[0].col_offset)))
 
 
 class _CallGraph:

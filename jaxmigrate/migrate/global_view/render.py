@@ -140,10 +140,15 @@ class Builder:
             self._insert_mesh(f"{me}.mesh", [(init, where)])
         else:
             built = self._built_mesh(firsts)
-            passing = None if built else self._one_mesh(firsts, drivers.placement_scope)
+            # Several functions lay out values: one mesh where they are called from, handed down
+            # under the name the program's own mesh has there, if it builds one, else the view's.
+            passing = None if built else pass_one_mesh(self.module, firsts, drivers.placement_scope)
             if passing is not None:
-                built = self._built_mesh([(passing.root, passing.first)])
-                firsts = [(passing.root, passing.first)]
+                own = self._built_mesh([(passing.root, passing.first)])
+                if passing.can_take(own or self._mesh_name()):
+                    built, firsts = own, [(passing.root, passing.first)]
+                else:
+                    passing = None
             mesh = built or self._mesh_name()
             if passing is not None:
                 self._hand_down(passing, mesh)
@@ -209,16 +214,6 @@ class Builder:
             where = body[1] if docstring else body[0]
         return init, init.args.args[0].arg, where
 
-    def _one_mesh(self, firsts, scope_of) -> MeshPassing | None:
-        """Where values are laid out in several functions, the one mesh built in the function that
-        calls them and handed down (``one_mesh``), under the name the program's own mesh has
-        there, if it builds one, else the view's."""
-        passing = pass_one_mesh(self.module, firsts, scope_of)
-        if passing is None:
-            return None
-        name = self._built_mesh([(passing.root, passing.first)]) or self._mesh_name()
-        return passing if passing.can_take(name) else None
-
     def _hand_down(self, passing: MeshPassing, mesh: str) -> None:
         """``mesh`` added as the last parameter of each function ``passing`` gives it to (keyword-only
         after defaults) and passed at each of their calls."""
@@ -241,8 +236,7 @@ class Builder:
                 opening = text.index("(", span(func)[0] + text[span(func)[0]:].index(func.name))
                 self.plan.edits.append(Edit(opening + 1, opening + 1, mesh))
         keyword = {id(func) for func in passing.receivers if passing.by_keyword(func)}
-        for call in passing.calls:
-            callee = next(f for f in passing.receivers if any(u is call.func for u in reads_of(self.module, f.name, f)))
+        for call, callee in passing.calls:
             by_name = id(callee) in keyword or bool(call.keywords)
             given = f"{mesh}={mesh}" if by_name else mesh
             parts = [*call.args, *call.keywords]

@@ -63,6 +63,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     join,
     leaves,
 )
+from jaxmigrate.migrate.global_view.shapes import is_zero
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 _HAIKU_WITH_STATE = frozenset({"haiku.transform_with_state", "haiku.multi_transform_with_state"})
@@ -432,7 +433,7 @@ class StepAnalyzer:
             # `logits.shape[-1]`: a feature dimension, the same per device and globally (a negative
             # axis is a feature axis, as for reductions: the module docs' assumption)
             return R
-        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and _literal(index) == 0 \
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and is_zero(index) \
                 and flat(self.expr(node.value.value, frame)) == S:
             return ROWS
         base = self.expr(node.value, frame)
@@ -993,17 +994,12 @@ def _op(op: ast.operator) -> str:
             ast.FloorDiv: "//", ast.Mod: "%"}.get(type(op), type(op).__name__)
 
 
-def _literal(node: ast.expr) -> object:
-    """The value a literal expression spells (None where it is not one)."""
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return None
-
-
 def _feature_axis(index: ast.expr) -> bool:
     """A literal axis other than 0, the batch axis."""
-    value = _literal(index)
+    try:
+        value = ast.literal_eval(index)
+    except ValueError:
+        return False
     return type(value) is int and value != 0
 
 
