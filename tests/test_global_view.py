@@ -1173,9 +1173,28 @@ _KEYS_IN_A_DICT = (FIXTURES / "keys_in_a_dict.in.py").read_text()
 
 def test_a_dict_literal_of_keys_per_device_is_one_key_tree_and_one_mixed_with_host_values_blocks():
     assert plan_global(_KEYS_IN_A_DICT).possible, plan_global(_KEYS_IN_A_DICT).blocker
-    mixed = _KEYS_IN_A_DICT.replace('{"dropout": jax.random.split(rng, jax.local_device_count())}',
-                                    '{"dropout": jax.random.split(rng, jax.local_device_count()), "rate": 0.1}')
+    mixed = _KEYS_IN_A_DICT.replace('{"dropout": jax.random.split(rng, num=jax.local_device_count())}',
+                                    '{"dropout": jax.random.split(rng, num=jax.local_device_count()), "rate": 0.1}')
+    assert mixed != _KEYS_IN_A_DICT
     assert_blocks_at(mixed, '"rate": 0.1', "mixes values with and without pmap's device axis")
+
+
+def test_keys_split_by_a_count_that_is_not_the_device_count_are_not_keys_per_device():
+    two = _KEYS_IN_A_DICT.replace("jax.random.split(rng, num=jax.local_device_count())", "jax.random.split(rng, num=2)")
+    assert two != _KEYS_IN_A_DICT
+    assert_blocks_at(two, "p_train_step(state, shard(batch), dropout_rngs)", "argument 3 of `p_train_step`")
+
+
+def test_a_split_by_every_process_devices_is_named_where_the_module_runs_as_several_processes():
+    source = (FIXTURES / "mean_written_out.in.py").read_text()
+    every = source.replace("x.reshape((jax.local_device_count(), -1)", "x.reshape((jax.device_count(), -1)")
+    assert every != source and plan_global(every).possible, plan_global(every).blocker  # one process: the same count
+    several = every.replace("        seen.append(rows[0])\n",
+                            "        seen.append(rows[0])\n        if jax.process_index() == 0:\n            print(rows[0])\n")
+    assert several != every
+    assert_blocks_at(several, "params, rows = train_step(", "splits by `jax.device_count()`, which counts the devices "
+                     "of every process, where pmap maps over this process's own: this module runs as several "
+                     "processes (`jax.process_index` at line 33); split by `jax.local_device_count()`")
 
 
 _ABSL_APP = (FIXTURES / "run_by_absl_app.in.py").read_text()

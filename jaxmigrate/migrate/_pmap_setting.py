@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from jaxmigrate.core.flow import ancestors, child_of
 from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
-from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail
+from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail, split_count
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:
@@ -247,8 +247,8 @@ class _DeviceAxis:
             return True
         if qualified == "jax.device_put_replicated" and len(node.args) == 2 and not node.keywords:
             return self._all_devices(node.args[1])
-        if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords:
-            return self.device_count(node.args[1])
+        if qualified == "jax.random.split" and split_count(node) is not None:
+            return self.device_count(split_count(node))
         if qualified == "jax.device_put" and node.args:  # placed as it is (the tool's own replicate): the axis stays
             return self.sized(node.args[0], seen)
         if qualified in _RESHAPES and len(node.args) == 2:  # jnp.reshape(x, (n, -1) + x.shape[1:])

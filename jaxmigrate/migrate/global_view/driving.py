@@ -51,7 +51,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     Seq,
     join,
 )
-from jaxmigrate.migrate.global_view.shapes import RESHAPES, DeviceAxisShapes, is_zero
+from jaxmigrate.migrate.global_view.shapes import RESHAPES, DeviceAxisShapes, is_zero, split_count
 from jaxmigrate.names import OpaqueBinding
 
 
@@ -1148,8 +1148,8 @@ class DriverAnalyzer:
             elif all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
                 return DREP if qualified in REPLICATE else self._sharded(node)
-        if qualified == "jax.random.split" and len(node.args) == 2 and not node.keywords \
-                and self.shapes.is_device_count(node.args[1]) or qualified == SHARD_PRNG_KEY and arg is not None:
+        if qualified == "jax.random.split" and split_count(node) is not None \
+                and self.shapes.is_device_count(split_count(node)) or qualified == SHARD_PRNG_KEY and arg is not None:
             self._host(node.args[0], env)
             self._edit(node, "key", node.args[0])
             return DKEYS

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.core.flow import enclosing_scope
+from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.names import OpaqueBinding
 
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
@@ -134,6 +135,14 @@ def made_by(drivers, arg: ast.expr, depth: int = 0) -> str:
             if qualified == DEVICE_PUT_REPLICATED and len(call.args) == 2:
                 return (f"; `{short(call)}` (line {call.lineno}) replicates onto `{short(call.args[1])}`, not "
                         "shown to be every local device, which the mesh holds")
+            count = drivers.shapes.split_by_every_process(call)
+            if count is not None:
+                bound = names.bindings(count) if isinstance(count, ast.Name) else ()
+                counted = f" (`{short(bound[0].value)}`, line {bound[0].value.lineno})" if bound else ""
+                return (f"; `{short(call)}` (line {call.lineno}) splits by `{short(count)}`{counted}, which counts "
+                        "the devices of every process, where pmap maps over this process's own: this module runs "
+                        f"as several processes ({planner_of(drivers.module).multi_process}); split by "
+                        "`jax.local_device_count()`")
             stacked = _stacks(names, call.func)
             if stacked is not None:
                 return (f"; `{short(call)}` (line {call.lineno}) gives values stacked on a new leading axis "

@@ -217,6 +217,34 @@ class DeviceAxisShapes:
         return False
 
 
+    def counts_every_process(self, node: ast.expr) -> bool:
+        """``jax.device_count()``, or a name bound once to it: the devices of every process, which
+        is pmap's device count only in one process."""
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.counts_every_process(
+                bindings[0].value)
+        return isinstance(node, ast.Call) and not node.args and not node.keywords \
+            and self.names.qualified_name(node.func) in _DEVICE_COUNT
+
+    def split_by_every_process(self, call: ast.Call) -> ast.expr | None:
+        """The ``jax.device_count()`` a reshape to ``(n, -1) + x.shape[1:]`` splits by, in a module
+        that runs as several processes (where ``is_device_count`` does not take it); else None."""
+        if self.names.qualified_name(call.func) in RESHAPES:
+            shape = call.args[1] if len(call.args) == 2 else None
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" and call.args:
+            shape = call.args[0] if len(call.args) == 1 else ast.Tuple(elts=list(call.args), ctx=ast.Load())
+        else:
+            shape = None
+        if shape is None:
+            return None
+        split = _head_and_tail(shape, self.names) or (
+            (list(shape.elts), None) if isinstance(shape, ast.Tuple) and shape.elts else None)
+        if split is None or self._one_process():
+            return None
+        count = split[0][0]
+        return count if self.counts_every_process(count) else None
+
     def is_every_local_device(self, node: ast.expr) -> bool:
         """``jax.local_devices()`` (``jax.devices()`` in a module of one process), or a name bound
         once to it: the devices pmap maps over, in its order."""
@@ -240,6 +268,16 @@ def _is_name(node: ast.AST, name: str) -> bool:
 
 def is_zero(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
+def split_count(node: ast.Call) -> ast.expr | None:
+    """How many keys a ``jax.random.split(key, n)`` call (``num=n`` too) asks for; None for another
+    form (its default, two keys, is never the device count)."""
+    if len(node.args) == 2 and not node.keywords:
+        return node.args[1]
+    if len(node.args) == 1 and len(node.keywords) == 1 and node.keywords[0].arg == "num":
+        return node.keywords[0].value
+    return None
 
 
 def _head_and_tail(shape: ast.expr, names=None) -> tuple[list[ast.expr], ast.expr] | None:
