@@ -30,6 +30,8 @@ def _site(code: str):
                      "return step(params, x)\n", id="broadcast leaf by leaf to the device count"),
         pytest.param("keys = jax.random.split(jax.random.PRNGKey(0), jax.local_device_count())\nreturn step(x, keys)\n",
                      id="a key per device"),
+        pytest.param("keys = jax.random.split(jax.random.PRNGKey(0), num=jax.local_device_count())\n"
+                     "return step(x, keys)\n", id="a key per device, the count by keyword"),
         pytest.param("n = jax.local_device_count()\nreturn step(jax.numpy.zeros((n, 3)), jax.numpy.full((n,), 0.5))\n",
                      id="zeros and full with the device count leading"),
         pytest.param("steps = jax.numpy.broadcast_to(0, [jax.local_device_count()])\nreturn step(steps, x)\n",
