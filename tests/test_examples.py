@@ -17,7 +17,7 @@ from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
 
-pytestmark = [pytest.mark.runtime, pytest.mark.slow]
+pytestmark = [pytest.mark.runtime, pytest.mark.slow, pytest.mark.xdist_group("fixed_examples")]
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "legacy"
 RUNNABLE = ["train_data_parallel.py", "model_parallel_pjit.py", "mlp_data_parallel.py"]  # flax's needs flax

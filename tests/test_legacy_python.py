@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -37,3 +39,29 @@ def test_when_it_cannot_be_made_it_says_why_and_exits_1(monkeypatch, capsys):
     assert asked == [("0.4.30", ("flax==0.8.5",))]
     captured = capsys.readouterr()
     assert captured.out == "" and "pip failed" in captured.err
+
+
+def test_two_runs_that_find_the_venv_missing_at_once_make_it_once(monkeypatch, tmp_path):
+    # (the test suite's workers, or two harness runs on a cold cache: the second waits for the
+    # first and takes its venv, where it would have deleted the venv being installed)
+    from jaxmigrate.runtime_checks import legacy_env
+
+    monkeypatch.setenv("JAXMIGRATE_CACHE_DIR", str(tmp_path))
+    made, inside, most = [], [0], [0]
+
+    def make(root, python, version, packages, base_python, timeout):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.3)
+        python.parent.mkdir(parents=True)
+        python.write_text("")
+        (root / legacy_env._READY_MARKER).write_text(version)
+        made.append(root)
+        inside[0] -= 1
+        return LegacyEnv(python=python, seconds=0.3)
+
+    monkeypatch.setattr(legacy_env, "_make", make)
+    with ThreadPoolExecutor(2) as pool:
+        envs = list(pool.map(lambda _: legacy_env.make_legacy_env("0.4.30"), range(2)))
+    assert len(made) == 1 and most[0] == 1
+    assert envs[0].python == envs[1].python and sorted(e.cached for e in envs) == [False, True]

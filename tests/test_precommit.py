@@ -17,6 +17,7 @@ from pre_commit.clientlib import load_manifest
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
 README = REPO / "README.md"
+pytestmark = pytest.mark.xdist_group("pre_commit_home")  # (its hook environments are installed once)
 # What pip prints when it cannot reach the package index (pre-commit installs this repo's deps).
 NO_NETWORK = (
     "Failed to establish a new connection",

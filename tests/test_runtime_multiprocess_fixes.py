@@ -20,7 +20,7 @@ from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.runtime_checks.harness import verify
 from jaxmigrate.runtime_checks.report import render_text
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.xdist_group("multiprocess_fixes")]
 
 OLD = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "multiprocess_generated" / "old.py"
 TWO_BY_TWO = {"processes": 2, "devices": 2, "timeout": 120}

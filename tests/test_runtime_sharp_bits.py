@@ -13,7 +13,7 @@ import pytest
 
 from jaxmigrate.lint.registry import rule_by_code
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.xdist_group("sharp_facts")]  # (one run of the programs)
 
 PROGRAMS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "runtime").glob("sharp_*/program.py"))
 

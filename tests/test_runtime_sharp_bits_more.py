@@ -10,7 +10,7 @@ import pytest
 from jaxmigrate.lint.registry import rule_by_code
 from jaxmigrate.lint.rules.host_local_batch_device_put import ERROR as JM509_ERROR
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.xdist_group("sharp_facts")]  # (one run of the programs)
 
 PROGRAMS = ("sharp_partition_spec_without_mesh", "sharp_collective_under_jit", "sharp_local_device_mesh")
 

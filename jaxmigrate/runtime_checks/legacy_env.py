@@ -13,8 +13,15 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # (Windows: no advisory locks; venvs are made one at a time there)
+    fcntl = None
 
 # jaxlib 0.4.30 wheels predate NumPy 2's ABI settling; pinning numpy<2 keeps the
 # import from failing with "compiled using NumPy 1.x" on fresh resolves.
@@ -64,11 +71,32 @@ def make_legacy_env(
     python = _venv_python(root)
     if (root / _READY_MARKER).is_file() and python.exists():
         return LegacyEnv(python=python, cached=True)
+    with _one_maker(root):
+        if (root / _READY_MARKER).is_file() and python.exists():
+            return LegacyEnv(python=python, cached=True)  # made while this process waited
+        return _make(root, python, version, packages, base_python, timeout)
 
+
+@contextmanager
+def _one_maker(root: Path) -> Iterator[None]:
+    """Holds the venv's lock file: two processes that find it missing at once (the test suite's
+    workers, two harness runs) would otherwise each delete what the other is installing."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _make(root: Path, python: Path, version: str, packages: tuple[str, ...], base_python: str | None,
+          timeout: float) -> LegacyEnv:
     start = time.monotonic()
     # A half-built venv from an interrupted run would otherwise look usable.
     shutil.rmtree(root, ignore_errors=True)
-    root.parent.mkdir(parents=True, exist_ok=True)
     steps = [
         [base_python or sys.executable, "-m", "venv", str(root)],
         [str(python), "-m", "pip", "install", "--quiet", f"jax[cpu]=={version}",

@@ -17,6 +17,7 @@ from jaxmigrate.runtime_checks.command import verify as verify_command
 from jaxmigrate.runtime_checks.harness import verify
 from jaxmigrate.runtime_checks.report import render_text
 
+pytestmark = pytest.mark.xdist_group("timed")  # (one timed run, read by each test)
 WARMUP, REPEAT = 1, 5
 ENTRIES = ("same", "slow", "fresh_lambda", "static_counter")
 
