@@ -144,6 +144,14 @@ class NameResolver:
         self._qualified[key] = name
         return name
 
+    def builtin(self, expr: ast.AST) -> str | None:
+        """The builtin ``expr`` names (``len``, ``builtins.len``): a name no scope binds, in a module
+        whose star imports cannot bind it either; None for anything else."""
+        if isinstance(expr, ast.Name):
+            return expr.id if not self.bindings(expr) and not self.star_imports else None
+        qualified = self.qualified_name(expr)
+        return qualified.removeprefix("builtins.") if qualified and qualified.startswith("builtins.") else None
+
     def mentions(self, expr: ast.expr) -> list[ast.AST]:
         """Where the name ``expr`` refers to is spelled out: the attribute chain itself, or the
         import alias / assigned value a bare name was bound by (followed through rebinding).

@@ -198,3 +198,19 @@ def test_straight_line_imports_read_by_the_last(source, expected):
     tree = ast.parse(source)
     last = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "Mesh"][-1]
     assert NameResolver(tree).candidates(last) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param("TARGET = len", "len", id="unbound"),
+        pytest.param("import builtins\nTARGET = builtins.len", "len", id="spelled-out"),
+        pytest.param("def len(x):\n    return 0\nTARGET = len", None, id="shadowed-by-a-def"),
+        pytest.param("def f(len):\n    TARGET = len", None, id="a-parameter"),
+        pytest.param("from numpy import *\nTARGET = len", None, id="a-star-import-may-bind-it"),
+        pytest.param("import jax\nTARGET = jax.device_count", None, id="not-a-builtin"),
+    ],
+)
+def test_builtin_is_a_name_nothing_in_the_module_may_bind(source, expected):
+    resolver, value = _resolve(source)
+    assert resolver.builtin(value) == expected

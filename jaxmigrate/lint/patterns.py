@@ -103,12 +103,7 @@ def is_device_count(names: NameResolver, expr: ast.AST, _depth: int = 0) -> bool
     if isinstance(expr, ast.Call):
         if calls_to(names, expr, DEVICE_COUNTS):
             return True
-        if (
-            isinstance(expr.func, ast.Name)
-            and expr.func.id == "len"
-            and not names.bindings(expr.func)
-            and len(expr.args) == 1
-        ):
+        if names.builtin(expr.func) == "len" and len(expr.args) == 1:
             return calls_to(names, expr.args[0], DEVICE_LISTS)
     if isinstance(expr, ast.Name):
         value = single_value(names, expr)

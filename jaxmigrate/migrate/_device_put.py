@@ -659,8 +659,7 @@ def _copies(module: ParsedModule, shards: ast.expr, devices: ast.expr) -> ast.ex
         return None
     for listed, count in ((shards.left, shards.right), (shards.right, shards.left)):
         if isinstance(listed, ast.List) and len(listed.elts) == 1 and not isinstance(listed.elts[0], ast.Starred) \
-                and isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and count.func.id == "len" \
-                and not (module.names.bindings(count.func) or module.names.star_imports) \
+                and isinstance(count, ast.Call) and module.names.builtin(count.func) == "len" \
                 and len(count.args) == 1 and not count.keywords \
                 and ast.dump(count.args[0]) == ast.dump(devices) and _pure(module, devices):
             return listed.elts[0]
@@ -678,9 +677,7 @@ def _random_keys(module: ParsedModule, node: ast.expr, depth: int = 0) -> bool:
         name = module.names.qualified_name(node.func)
         if name in _KEY_MAKERS:
             return True
-        builtin = isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") and not (
-            module.names.bindings(node.func) or module.names.star_imports)
-        return builtin and len(node.args) == 1 and _random_keys(module, node.args[0], depth + 1)
+        return module.names.builtin(node.func) in ("list", "tuple") and len(node.args) == 1 and _random_keys(module, node.args[0], depth + 1)
     if isinstance(node, ast.Subscript):
         return _random_keys(module, node.value, depth + 1)
     if isinstance(node, (ast.List, ast.Tuple)):

@@ -380,8 +380,7 @@ class _DeviceAxis:
     def _count_value(self, node: ast.expr, seen: set[int]) -> bool:
         if self._every_device(node):
             return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min" \
-                and not self.names.bindings(node.func) and not self.names.star_imports:  # the builtin
+        if isinstance(node, ast.Call) and self.names.builtin(node.func) == "min":
             return bool(node.args) and not node.keywords and any(self._count_value(a, seen) for a in node.args)
         if isinstance(node, ast.Name):
             if id(node) in seen:  # `n = min(n, k)`: no larger than the n it was

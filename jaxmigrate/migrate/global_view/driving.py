@@ -1081,7 +1081,7 @@ class DriverAnalyzer:
                 return self._wrapper_call(wrapper, node, env, closure=self._closure(wrapper, node, env))
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
-        if arg is not None and isinstance(func, ast.Name) and func.id == "next" and not self.names.bindings(func):
+        if arg is not None and self.names.builtin(func) == "next":
             source = self.expr(arg, env)
             if isinstance(source, Source):
                 return source.yields  # `batch = next(batches)`
@@ -1154,7 +1154,7 @@ class DriverAnalyzer:
             self._edit(node, "key", node.args[0])
             return DKEYS
         if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords \
-                and self._every_local_device(node.args[1]):
+                and self.shapes.is_every_local_device(node.args[1]):
             self._host(node.args[0], env)
             self._edit(node, "replicate", node.args[0])
             return DREP
@@ -1217,7 +1217,7 @@ class DriverAnalyzer:
         """``enumerate(batches)``, ``zip(steps, batches)``, ``tqdm(batches, ...)`` over a generator of
         batches split per device: an iterator of the same values (in tuples for the first two)."""
         func = node.func
-        builtin = func.id if isinstance(func, ast.Name) and not self.names.bindings(func) else None
+        builtin = self.names.builtin(func)
         if builtin not in ("enumerate", "zip") and qualified not in _PROGRESS_BARS or not node.args \
                 or any(isinstance(a, ast.Starred) for a in node.args):
             return None
@@ -1283,8 +1283,8 @@ class DriverAnalyzer:
         parent = self.module.parent_of(node)
         if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
             return True
-        return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args \
-            and parent.func.id in ("list", "tuple", "sorted", "enumerate", "zip") and not self.names.bindings(parent.func)
+        return isinstance(parent, ast.Call) and node in parent.args \
+            and self.names.builtin(parent.func) in ("list", "tuple", "sorted", "enumerate", "zip")
 
     def _unshard(self, node: ast.Call, inner: ast.expr, kind, rewrite: bool = True, iterator: bool = False) -> None:
         """The rows of a value split per device, read whole on the host. Under pmap a process
@@ -1297,18 +1297,6 @@ class DriverAnalyzer:
             self._edit(node if rewrite else inner, "local", inner, iterator=iterator)
         elif rewrite:
             self._edit(node, "unshard", inner, iterator=iterator)
-
-    def _every_local_device(self, devices: ast.expr) -> bool:
-        """``jax.local_devices()``, or ``jax.devices()`` in a module run as one process (jraph
-        replicates onto ``list(jax.devices())``), each maybe in ``list(...)``: the devices the
-        mesh's replicated layout puts a copy on."""
-        if isinstance(devices, ast.Call) and isinstance(devices.func, ast.Name) and devices.func.id == "list" \
-                and len(devices.args) == 1 and not devices.keywords and not self.names.bindings(devices.func):
-            devices = devices.args[0]
-        if not (isinstance(devices, ast.Call) and not devices.args and not devices.keywords):
-            return False
-        qualified = self._qualified(devices.func)
-        return qualified == "jax.local_devices" or qualified == "jax.devices" and not planner_of(self.module).multi_process
 
     def _generic(self, node: ast.Call, env: dict):
         for child in [node.func, *node.args, *(k.value for k in node.keywords)]:
@@ -1460,8 +1448,7 @@ class DriverAnalyzer:
         """For ``map(f, batches)`` with ``f`` a split per device (flax's ``shard``, a helper of the
         program that splits its argument, or a ``helpers.Preparer``): the helper, or the preparer."""
         func = node.func
-        if not (isinstance(func, ast.Name) and func.id == "map" and not self.names.bindings(func)
-                and len(node.args) == 2 and not node.keywords
+        if not (self.names.builtin(func) == "map" and len(node.args) == 2 and not node.keywords
                 and not any(isinstance(a, ast.Starred) for a in node.args)):
             return None
         helper = self.helpers.of_function(node.args[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.names import ValueBinding
 
 BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
@@ -101,7 +102,7 @@ class DeviceAxisShapes:
             return False
         for items, count in ((ones.left, ones.right), (ones.right, ones.left)):
             if isinstance(items, (ast.Tuple, ast.List)) and type(items) is type(reps.left) and len(items.elts) == 1 \
-                    and _int(items.elts[0]) == 1 and self._is_ndim(count, x):
+                    and literal_int(items.elts[0]) == 1 and self._is_ndim(count, x):
                 return True
         return False
 
@@ -113,8 +114,7 @@ class DeviceAxisShapes:
             return False
         if self.names.qualified_name(node.func) in _NDIMS:
             return _is_name(node.args[0], x)
-        return isinstance(node.func, ast.Name) and node.func.id == "len" and not self.names.bindings(node.func) \
-            and _is_shape_of(node.args[0], x, None)
+        return self.names.builtin(node.func) == "len" and _is_shape_of(node.args[0], x, None)
 
     def _with_leading_one(self, node: ast.expr, x: str) -> bool:
         """``x[None]``, ``x[None, ...]``, ``x[np.newaxis]``, ``np.expand_dims(x, 0)``: ``x`` with a new
@@ -136,8 +136,8 @@ class DeviceAxisShapes:
             loop = node.generators[0]
             count = loop.iter
             return (not loop.ifs and not loop.is_async and not _is_name(loop.target, x)
-                    and isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and count.func.id == "range"
-                    and not self.names.bindings(count.func) and len(count.args) == 1 and not count.keywords
+                    and isinstance(count, ast.Call) and self.names.builtin(count.func) == "range"
+                    and len(count.args) == 1 and not count.keywords
                     and self.is_device_count(count.args[0]))
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
             return False
@@ -180,7 +180,7 @@ class DeviceAxisShapes:
         if (split := _head_and_tail(shape)) is None:
             return False
         head, tail = split
-        return len(head) == 1 and _int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
+        return len(head) == 1 and literal_int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
 
     def is_row_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``x.reshape(-1, k, ...)`` with each k a feature size (``x.shape[-1]``: a negative axis is a
@@ -188,7 +188,7 @@ class DeviceAxisShapes:
         has pmap's two leading axes or the global view's one (the caller checks the other k are
         host values)."""
         shape = args[0] if len(args) == 1 and isinstance(args[0], ast.Tuple) else ast.Tuple(elts=list(args))
-        if not shape.elts or _int(shape.elts[0]) != -1:
+        if not shape.elts or literal_int(shape.elts[0]) != -1:
             return False
         segment = self.module.segment(base)
         for size in shape.elts[1:]:
@@ -196,7 +196,7 @@ class DeviceAxisShapes:
                 return False
             read = [n for n in ast.walk(size) if isinstance(n, ast.Attribute) and n.attr == "shape"
                     and self.module.segment(n.value) == segment]
-            if read and not (isinstance(size, ast.Subscript) and size.value in read and (_int(size.slice) or 0) < 0):
+            if read and not (isinstance(size, ast.Subscript) and size.value in read and (literal_int(size.slice) or 0) < 0):
                 return False
         return True
 
@@ -207,8 +207,8 @@ class DeviceAxisShapes:
         if isinstance(node, ast.Call) and not node.args and not node.keywords:
             qualified = self.names.qualified_name(node.func)
             return qualified == LOCAL_DEVICE_COUNT or qualified in _DEVICE_COUNT and self._one_process()
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
-                and not self.names.bindings(node.func) and len(node.args) == 1 and not node.keywords:
+        if isinstance(node, ast.Call) and self.names.builtin(node.func) == "len" \
+                and len(node.args) == 1 and not node.keywords:
             return self.is_every_local_device(node.args[0])
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
@@ -246,12 +246,16 @@ class DeviceAxisShapes:
         return count if self.counts_every_process(count) else None
 
     def is_every_local_device(self, node: ast.expr) -> bool:
-        """``jax.local_devices()`` (``jax.devices()`` in a module of one process), or a name bound
-        once to it: the devices pmap maps over, in its order."""
+        """``jax.local_devices()`` (``jax.devices()`` in a module of one process), maybe in
+        ``list(...)`` (jraph replicates onto ``list(jax.devices())``), or a name bound once to it:
+        the devices pmap maps over, in its order."""
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and not isinstance(
                 bindings[0].value, ast.Name) and self.is_every_local_device(bindings[0].value)
+        if isinstance(node, ast.Call) and self.names.builtin(node.func) == "list" \
+                and len(node.args) == 1 and not node.keywords:
+            node = node.args[0]
         qualified = self.names.qualified_name(node.func) if isinstance(node, ast.Call) \
             and not node.args and not node.keywords else None
         return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
@@ -295,19 +299,11 @@ def _head_and_tail(shape: ast.expr, names=None) -> tuple[list[ast.expr], ast.exp
     return None
 
 
-def _int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        return -node.operand.value if type(node.operand.value) is int else None
-    return None
-
-
 def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool:
     """``<base>.shape[start:]`` (or ``<base>.shape`` when start is None)."""
     if start is not None:
         if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
-                and _int(node.slice.lower) == start and node.slice.upper is None and node.slice.step is None):
+                and literal_int(node.slice.lower) == start and node.slice.upper is None and node.slice.step is None):
             return False
         node = node.value
     if not (isinstance(node, ast.Attribute) and node.attr == "shape"):

@@ -488,11 +488,10 @@ class StepAnalyzer:
             first = flat(self.expr(node.args[0], frame), node.lineno)
             if first == KEY:
                 return self.random(node, qualified, frame)
-        if qualified == "builtins.zip" or (isinstance(node.func, ast.Name) and node.func.id == "zip"
-                                           and not self.names.bindings(node.func)):
+        builtin = self.names.builtin(node.func)
+        if builtin == "zip":
             node._zip = True  # type: ignore[attr-defined]
             return Seq(tuple(flat(self.expr(a, frame), node.lineno) for a in node.args))
-        builtin = self._builtin(node)
         if builtin == "len" and len(node.args) == 1 and not node.keywords \
                 and flat(self.expr(node.args[0], frame)) == S:
             return ROWS
@@ -525,14 +524,6 @@ class StepAnalyzer:
         if isinstance(node.func, ast.Attribute):
             return self._method(node, frame)
         return self._opaque(node, frame)
-
-    def _builtin(self, node: ast.Call) -> str | None:
-        """The name of the builtin ``node`` calls (not shadowed), if it calls one."""
-        if self.names.qualified_name(node.func) in ("builtins.len", "builtins.sum"):
-            return self.names.qualified_name(node.func).rsplit(".", 1)[1]
-        if isinstance(node.func, ast.Name) and not self.names.bindings(node.func):
-            return node.func.id
-        return None
 
     def _sum(self, node: ast.Call, frame: Frame) -> Kind:
         """Python's ``sum``: of a list, tuple or comprehension, its items added (``sum([jnp.sum(x **
