@@ -1197,6 +1197,37 @@ def test_a_split_by_every_process_devices_is_named_where_the_module_runs_as_seve
                      "processes (`jax.process_index` at line 33); split by `jax.local_device_count()`")
 
 
+_METRICS_AVERAGED = (FIXTURES / "metrics_averaged_on_the_host.in.py").read_text()
+_OWN = "is each device's own value"
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    # Averaged over this process's devices only, where the global view averages over every one.
+    ("    num_devices = jax.local_device_count()\n",
+     "    num_devices = jax.local_device_count()\n    print(jax.process_index())\n",
+     "train_loss = metrics['loss'].mean().item()", "under pmap the devices are this process's only"),
+    # A sum of per-shard means is N times the global one; a quotient by one is not linear in it.
+    ("print('Training accuracy:', jnp.mean(accuracy))", "print('Training accuracy:', jnp.sum(accuracy))",
+     "jnp.sum(accuracy)", _OWN),
+    ("accuracy = accuracy + metrics['accuracy'] * 0.5", "accuracy = accuracy + 0.5 / metrics['accuracy']",
+     "0.5 / metrics['accuracy']", _OWN),
+    ("accuracy = accuracy + metrics['accuracy'] * 0.5", "accuracy = accuracy + metrics['accuracy'] * metrics['loss']",
+     "metrics['accuracy'] * metrics['loss']", _OWN),
+    # Device 0's mean is not the global one.
+    ("train_loss = metrics['loss'].mean().item()", "train_loss = metrics['loss'][0].item()",
+     "train_loss = metrics['loss'][0]", _OWN),
+])
+def test_per_shard_means_are_read_on_the_host_only_where_averaging_them_gives_the_global_mean(old, new, marker,
+                                                                                               reason):
+    assert_variant_blocks(_METRICS_AVERAGED, old, new, marker, reason)
+
+
+def test_a_per_shard_mean_read_otherwise_says_how_it_could_be_read():
+    text = _METRICS_AVERAGED.replace("jnp.mean(accuracy))", "accuracy)")
+    assert_blocks_at(text, "print('Training accuracy:', accuracy)", "at last averages them, `jnp.mean(x)`, reads the "
+                     "global mean in both views")
+
+
 _ABSL_APP = (FIXTURES / "run_by_absl_app.in.py").read_text()
 
 

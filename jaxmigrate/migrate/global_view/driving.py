@@ -70,6 +70,12 @@ DKEYS = H("DKEYS")  # one RNG key per device
 # devices (a per-shard mean or sum returned without pmean/psum): pmap gives one per device, the global
 # view one over the whole batch, so no read of it has a counterpart.
 OWN = H("OWN")
+# Such an output that is a per-shard mean (``metrics["accuracy"]`` of a step that does not pmean it).
+# Averaged over the devices it is the global mean (the shards are equal), so host code that only
+# adds these up, adds or scales by host values and at last averages (``acc += metrics["accuracy"]``,
+# ``acc /= n``, ``jnp.mean(acc)``) reads in both views what the global view computes.
+OWN_MEAN = H("OWN_MEAN")
+_MEANS = frozenset({"jax.numpy.mean", "numpy.mean"})
 # A host batch a generator of the program splits per device and yields (JAX's pmap example's
 # `data_stream`, the Hugging Face examples' data collators): the generator yields it whole in the
 # global view, and the code that gives it to a step lays it out there.
@@ -78,7 +84,7 @@ SOURCED = H("SOURCED")
 # tuple whose every field has pmap's device axis (``predictions[0]``, ``outputs.logits``: ``DSHARD``).
 DOUTPUTS = H("DOUTPUTS")
 DEVICE = (DREP, DSHARD, DKEYS)
-CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, SOURCED, DOUTPUTS)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, OWN_MEAN, SOURCED, DOUTPUTS)
 
 
 @dataclass(frozen=True)
@@ -185,11 +191,25 @@ def _hjoin(a, b):
         return a
     if {a, b} in ({EMPTY, DLIST}, {EMPTY, HOST}):
         return b if a == EMPTY else a
+    if {a, b} == {HOST, OWN_MEAN}:
+        return OWN_MEAN  # (`acc = 0.0` before a loop that adds per-shard means: a host value is its own mean)
     if all(leaf == HOST for leaf in _hleaves(a) + _hleaves(b)):
         return HOST  # a literal of host values on one path, another host value on the other
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         return tuple(_hjoin(x, y) for x, y in zip(a, b))
     return MIXED
+
+
+def _averaged_arithmetic(op: ast.operator, left, right):
+    """What ``left <op> right`` is where one side is ``OWN_MEAN``: ``OWN_MEAN`` where averaging over
+    the devices commutes with it (sums and differences with per-shard means and host values,
+    products with and quotients by host values); None otherwise."""
+    if OWN_MEAN not in (left, right) or not {left, right} <= {OWN_MEAN, HOST}:
+        return None
+    if isinstance(op, (ast.Add, ast.Sub)) or isinstance(op, ast.Mult) and HOST in (left, right) \
+            or isinstance(op, ast.Div) and right == HOST:
+        return OWN_MEAN
+    return None
 
 
 def _hleaves(kind) -> list:
@@ -799,7 +819,13 @@ class DriverAnalyzer:
                 target = env.get(node.target.id, HOST)
             else:
                 target = self.expr(node.target, env)
+            averaged = _averaged_arithmetic(node.op, target, kind) if isinstance(node.target, ast.Name) else None
+            if averaged is not None:  # `accuracy += metrics["accuracy"]`
+                self._bind(node.target, averaged, env)
+                return env
             if _carries(kind) or _carries(target):
+                self._check_own(node.target if _carries(target) else node.value, OWN if OWN_MEAN in (kind, target)
+                                else kind)
                 raise Blocked(node.lineno, "augmented assignment of a value with pmap's device axis")
             return env
         if isinstance(node, (ast.Expr, ast.Assert, ast.Raise, ast.Delete)):
@@ -926,11 +952,14 @@ class DriverAnalyzer:
                           "view has no counterpart")
 
     def _check_own(self, node: ast.expr, kind) -> None:
-        if OWN in _hleaves(kind):
+        if OWN in _hleaves(kind) or OWN_MEAN in _hleaves(kind):
+            averaged = (" (host code that only adds such means up, adds or scales by host values and at last "
+                        "averages them, `jnp.mean(x)`, reads the global mean in both views)") if OWN_MEAN in _hleaves(
+                kind) else ""
             raise Blocked(node.lineno, f"`{self._short(node)}` is each device's own value: the step returns it "
                           "as a mean or sum over the device's slice of the batch without `pmean`/`psum`, so pmap "
                           "gives one value per device (reading device 0's takes that device's), where the global "
-                          "view computes one over the whole batch")
+                          f"view computes one over the whole batch{averaged}")
 
     def _short(self, node: ast.AST) -> str:
         segment = self.module.segment(node)
@@ -997,6 +1026,13 @@ class DriverAnalyzer:
         if isinstance(node, ast.Lambda):
             self._no_device_names(node, env)
             return HOST
+        if isinstance(node, ast.BinOp):  # `accuracy + metrics["accuracy"] * 0.5`
+            averaged = _averaged_arithmetic(node.op, self.expr(node.left, env), self.expr(node.right, env))
+            if averaged is not None:
+                return averaged
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
+                and self.expr(node.operand, env) == OWN_MEAN:
+            return OWN_MEAN
         if isinstance(node, ast.Yield) and self._inline and self.scope_of(node) is self._inline[-1][0]:
             self._inline[-1][1].append(HOST if node.value is None else self.expr(node.value, env))
             return HOST  # what `send` gives back: nothing of the device axis
@@ -1024,7 +1060,7 @@ class DriverAnalyzer:
                 return kind[0]
         self._host(node.slice, env)
         kind = self.expr(inner, env)
-        if kind in (DREP, BOT, DSHARD, SOURCED) and isinstance(node.slice, ast.Constant) \
+        if kind in (DREP, BOT, DSHARD, SOURCED, OWN_MEAN) and isinstance(node.slice, ast.Constant) \
                 and isinstance(node.slice.value, str):
             return kind  # a dict entry of a pytree (`params["dense"]`, `batch["labels"]`) is laid out as it is
         if kind == DOUTPUTS and isinstance(node.slice, ast.Constant) and type(node.slice.value) in (int, str):
@@ -1081,6 +1117,15 @@ class DriverAnalyzer:
                 return self._wrapper_call(wrapper, node, env, closure=self._closure(wrapper, node, env))
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        averaged = arg if qualified in _MEANS else func.value if isinstance(func, ast.Attribute) \
+            and func.attr == "mean" and not node.args and not node.keywords else None
+        if averaged is not None and self.expr(averaged, env) == OWN_MEAN:
+            processes = planner_of(self.module).multi_process
+            if processes:
+                raise Blocked(node.lineno, f"`{self._short(node)}` averages per-shard means the step returns one "
+                              "per device: under pmap the devices are this process's only, where the global view "
+                              f"averages over every process's (this module runs as several processes: {processes})")
+            return HOST  # the devices' per-shard means averaged: the global mean
         if arg is not None and self.names.builtin(func) == "next":
             source = self.expr(arg, env)
             if isinstance(source, Source):
@@ -1556,7 +1601,7 @@ def _from_kind(kind: Kind):
     if kind == KEY:
         return DKEYS
     if kind in (M, SUM):
-        return OWN
+        return OWN_MEAN if kind == M else OWN
     if isinstance(kind, Outputs):
         return DOUTPUTS
     if kind == BOT:
