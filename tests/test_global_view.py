@@ -1222,6 +1222,15 @@ def test_per_shard_means_are_read_on_the_host_only_where_averaging_them_gives_th
     assert_variant_blocks(_METRICS_AVERAGED, old, new, marker, reason)
 
 
+def test_the_fix_says_which_host_lines_average_per_shard_means_and_what_they_read_then():
+    view = plan_global(_METRICS_AVERAGED)
+    lines = [i + 1 for i, line in enumerate(_METRICS_AVERAGED.splitlines()) if line.startswith("    ") and (
+        "jnp.mean(accuracy" in line or ".mean().item()" in line or "np.mean(jax.device_get" in line)]
+    assert view.possible and len(lines) == 4, view.blocker
+    assert f"(lines {', '.join(map(str, lines))}) stay: they are the global mean the steps now compute, as pmap's " \
+        "was in one process" in " ".join(view.notes), view.notes
+
+
 def test_a_per_shard_mean_read_otherwise_says_how_it_could_be_read():
     text = _METRICS_AVERAGED.replace("jnp.mean(accuracy))", "accuracy)")
     assert_blocks_at(text, "print('Training accuracy:', accuracy)", "at last averages them, `jnp.mean(x)`, reads the "

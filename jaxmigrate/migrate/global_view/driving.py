@@ -249,6 +249,7 @@ class DriverAnalyzer:
         self.edits.clear()
         self.step_calls.clear()
         self.called: set[str] = set()
+        self.averaged: set[int] = set()  # lines where the host averages per-shard means (``OWN_MEAN``)
         scopes = self._driving_scopes()
         self.wrappers = self._wrappers(scopes)
         self.scopes = frozenset(id(scope) for scope in scopes)
@@ -1127,6 +1128,7 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{self._short(node)}` averages per-shard means the step returns one "
                               "per device: under pmap the devices are this process's only, where the global view "
                               f"averages over every process's (this module runs as several processes: {processes})")
+            self.averaged.add(node.lineno)
             return HOST  # the devices' per-shard means averaged: the global mean
         if arg is not None and self.names.builtin(func) == "next":
             source = self.expr(arg, env)

@@ -115,6 +115,11 @@ class Builder:
         else:
             raise Blocked(1, "the kinds of the step's values do not settle")
         self._passed_steps_read(drivers)
+        if drivers.averaged:
+            lines = ("lines " if len(drivers.averaged) > 1 else "line ") + ", ".join(map(str, sorted(drivers.averaged)))
+            self.notes.add(f"the host's averages of per-shard means the steps return one per device ({lines}) stay: "
+                           "they are the global mean the steps now compute, as pmap's was in one process (run as "
+                           "several, pmap's was each process's own)")
         # The mesh's axis: the name of the pmap that is given the batch (the train step's, not a
         # sync helper's), else the first name; one even where pmap had none.
         batched = [step.axis for step in self.steps.values()
