@@ -1237,6 +1237,35 @@ def test_a_per_shard_mean_read_otherwise_says_how_it_could_be_read():
                      "global mean in both views")
 
 
+_REPLICATED_TOGETHER = (FIXTURES / "replicated_together.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("    @partial(jax.value_and_grad)\n    def loss_fn(p):", "    @jax.value_and_grad\n    def loss_fn(p):"),
+    ("    @partial(jax.value_and_grad)\n    def loss_fn(p):\n", "    @partial(jax.value_and_grad, has_aux=True)\n"
+     "    def loss_fn(p):\n"),
+])
+def test_a_loss_decorated_with_a_gradient_transform_is_that_gradient(old, new):
+    text = _REPLICATED_TOGETHER.replace(old, new)
+    if "has_aux" in new:
+        text = text.replace("        return loss.mean()\n", "        return loss.mean(), logits\n").replace(
+            "    loss, grads = loss_fn(params)", "    (loss, _), grads = loss_fn(params)")
+    assert text != _REPLICATED_TOGETHER
+    assert plan_global(text).possible, plan_global(text).blocker
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    # Another decorator: what it makes of the def is not known.
+    ("    @partial(jax.value_and_grad)\n", "    @jax.jit\n", "def loss_fn(p):", "the decorated inner function `loss_fn`"),
+    # Unpacking a replicated array (not a tuple literal) iterates over pmap's device axis.
+    ("    params, opt_state = replicate((params, opt_state))",
+     "    params = replicate(params)\n    w, b = replicate(np.zeros((2, 3)))",
+     "w, b = replicate(", "unpacked in a way this fix does not follow"),
+])
+def test_what_the_tuple_and_decorator_forms_do_not_cover_still_blocks(old, new, marker, reason):
+    assert_variant_blocks(_REPLICATED_TOGETHER, old, new, marker, reason)
+
+
 _ABSL_APP = (FIXTURES / "run_by_absl_app.in.py").read_text()
 
 

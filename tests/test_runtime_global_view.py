@@ -68,6 +68,7 @@ OLD["global_mesh_handed_down"] = REPO / "fixtures" / "migrate" / "to_global_jit"
 OLD["global_pad_wrapper_kept"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "pad_wrapper_kept.in.py"
 OLD["global_metrics_averaged_on_the_host"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                              / "metrics_averaged_on_the_host.in.py")
+OLD["global_replicated_together"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "replicated_together.in.py"
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
@@ -78,7 +79,8 @@ FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
         "global_closure_reads_replicated_state", "global_padded_evaluation", "global_prefetched_batches",
         "global_weight_decay_epochs", "global_keys_in_a_dict", "global_state_made_by_a_function",
-        "global_steps_of_one_name", "global_pad_wrapper_kept", "global_metrics_averaged_on_the_host"}
+        "global_steps_of_one_name", "global_pad_wrapper_kept", "global_metrics_averaged_on_the_host",
+        "global_replicated_together"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -102,13 +104,15 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_weight_decay_epochs": "['params']", "global_mean_written_out": "['params']",
           "global_keys_in_a_dict": "['params']", "global_state_made_by_a_function": "['params']",
           "global_steps_of_one_name": "['params']", "global_mesh_handed_down": "['params']",
-          "global_pad_wrapper_kept": "['params']", "global_metrics_averaged_on_the_host": "['params']"}
+          "global_pad_wrapper_kept": "['params']", "global_metrics_averaged_on_the_host": "['params']",
+          "global_replicated_together": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
 # step reduces over the batch itself: the bytes its all-reduces add (XLA folds them into the
 # gradient's: no more ops).
-REDUCED_IN_THE_STEP = {"global_metrics_averaged_on_the_host": 2 * 2 * 4}  # loss and accuracy (f32), 2 steps
+REDUCED_IN_THE_STEP = {"global_metrics_averaged_on_the_host": 2 * 2 * 4,  # loss and accuracy (f32), 2 steps
+                       "global_replicated_together": 4}  # the loss (f32)
 
 
 def migrate(old: Path) -> str:

@@ -212,6 +212,15 @@ def _averaged_arithmetic(op: ast.operator, left, right):
     return None
 
 
+def _per_item(arg: ast.expr, made):
+    """What a replicate or split of ``arg`` makes: of a tuple literal, a tuple of that many such
+    values (``params, opt_state = replicate((params, opt_state))`` unpacks the tree's two items;
+    unpacking an array would iterate over pmap's device axis instead)."""
+    if isinstance(arg, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in arg.elts) and made != HOST:
+        return tuple(made for _ in arg.elts)
+    return made
+
+
 def _hleaves(kind) -> list:
     if isinstance(kind, tuple):
         return [leaf for item in kind for leaf in _hleaves(item)]
@@ -1150,7 +1159,7 @@ class DriverAnalyzer:
             if helper.action == "index" and _replicated(kind) or helper.action != "index" and all(
                     leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, helper.action, arg, helper)
-                return {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action]
+                return _per_item(arg, {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action])
         reader = self._reader(func)
         if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
                 and all(k.arg is not None for k in node.keywords):
@@ -1196,7 +1205,7 @@ class DriverAnalyzer:
                     return HOST
             elif all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
-                return DREP if qualified in REPLICATE else self._sharded(node)
+                return _per_item(arg, DREP if qualified in REPLICATE else self._sharded(node))
         if qualified == "jax.random.split" and split_count(node) is not None \
                 and self.shapes.is_device_count(split_count(node)) or qualified == SHARD_PRNG_KEY and arg is not None:
             self._host(node.args[0], env)

@@ -64,7 +64,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     leaves,
 )
 from jaxmigrate.migrate.global_view.shapes import is_zero
-from jaxmigrate.names import OpaqueBinding, ValueBinding
+from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
 
 _HAIKU_WITH_STATE = frozenset({"haiku.transform_with_state", "haiku.multi_transform_with_state"})
 _STATE_UPDATES = frozenset({"replace", "apply_gradients"})
@@ -195,9 +195,7 @@ class StepAnalyzer:
             if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
                 self.expr(node.value, frame)
         elif isinstance(node, (ast.FunctionDef,)):
-            if node.decorator_list:
-                raise Blocked(node.lineno, f"the decorated inner function `{node.name}` is not followed")
-            frame.env[node.name] = Fn(node, frame)
+            frame.env[node.name] = self._decorated(node, frame) if node.decorator_list else Fn(node, frame)
         elif isinstance(node, ast.For):
             iterated = self.iterate(self.expr(node.iter, frame), node.iter)
             returned: Kind = BOT
@@ -558,18 +556,34 @@ class StepAnalyzer:
             fn = self._other_module_function(node.args[0])
         if not isinstance(fn, Fn):
             return U("the differentiated function is not one this analysis can read", node.lineno)
+        return self._grad_of(fn, with_value, node.keywords, node.lineno)
+
+    def _decorated(self, node: ast.FunctionDef, frame: Frame) -> Kind:
+        """An inner def under ``@jax.grad`` / ``@jax.value_and_grad``, or a ``partial`` of one
+        (``@partial(jax.value_and_grad, has_aux=True)``): the gradient function it names."""
+        decorator, keywords = (node.decorator_list[0] if len(node.decorator_list) == 1 else None), []
+        if isinstance(decorator, ast.Call) and self.names.candidates(decorator.func) & PARTIAL \
+                and len(decorator.args) == 1:
+            decorator, keywords = decorator.args[0], decorator.keywords
+        qualified = self.names.qualified_name(decorator) if decorator is not None else None
+        made = self._grad_of(Fn(node, frame), GRADS[qualified], keywords, node.lineno) if qualified in GRADS else None
+        if not isinstance(made, Grad):
+            raise Blocked(node.lineno, f"the decorated inner function `{node.name}` is not followed")
+        return made
+
+    def _grad_of(self, fn: Fn, with_value: bool, keywords: list[ast.keyword], line: int) -> Kind:
         has_aux, argnums = False, (0,)
-        for kw in node.keywords:
+        for kw in keywords:
             if kw.arg == "has_aux" and isinstance(kw.value, ast.Constant):
                 has_aux = bool(kw.value.value)
             elif kw.arg == "argnums":
                 try:
                     value = ast.literal_eval(kw.value)
                 except ValueError:
-                    return U("`argnums=` is not a literal", node.lineno)
+                    return U("`argnums=` is not a literal", line)
                 argnums = (value,) if isinstance(value, int) else tuple(value)
             else:
-                return U(f"`{kw.arg}=` of the gradient transform is not followed", node.lineno)
+                return U(f"`{kw.arg}=` of the gradient transform is not followed", line)
         return Grad(fn, with_value, has_aux, argnums)
 
     def _apply_grad(self, grad: Grad, node: ast.Call, frame: Frame) -> Kind:
