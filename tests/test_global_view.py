@@ -1213,6 +1213,11 @@ _OWN = "is each device's own value"
      "0.5 / metrics['accuracy']", _OWN),
     ("accuracy = accuracy + metrics['accuracy'] * 0.5", "accuracy = accuracy + metrics['accuracy'] * metrics['loss']",
      "metrics['accuracy'] * metrics['loss']", _OWN),
+    # A host array may weigh each device's mean differently (its length the device count).
+    ("accuracy = accuracy + metrics['accuracy'] * 0.5",
+     "accuracy = accuracy + metrics['accuracy'] * np.linspace(0, 1, num_devices)",
+     "metrics['accuracy'] * np.linspace", _OWN),
+    ("        accuracy /= n\n", "        accuracy /= np.arange(1, num_devices + 1)\n", "accuracy /= np.arange", _OWN),
     # Device 0's mean is not the global one.
     ("train_loss = metrics['loss'].mean().item()", "train_loss = metrics['loss'][0].item()",
      "train_loss = metrics['loss'][0]", _OWN),

@@ -52,7 +52,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     join,
 )
 from jaxmigrate.migrate.global_view.shapes import RESHAPES, DeviceAxisShapes, is_zero, split_count
-from jaxmigrate.names import OpaqueBinding
+from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ DKEYS = H("DKEYS")  # one RNG key per device
 OWN = H("OWN")
 # Such an output that is a per-shard mean (``metrics["accuracy"]`` of a step that does not pmean it).
 # Averaged over the devices it is the global mean (the shards are equal), so host code that only
-# adds these up, adds or scales by host values and at last averages (``acc += metrics["accuracy"]``,
+# adds these up, adds host values or scales by Python numbers and at last averages (``acc += metrics["accuracy"]``,
 # ``acc /= n``, ``jnp.mean(acc)``) reads in both views what the global view computes.
 OWN_MEAN = H("OWN_MEAN")
 _MEANS = frozenset({"jax.numpy.mean", "numpy.mean"})
@@ -200,14 +200,16 @@ def _hjoin(a, b):
     return MIXED
 
 
-def _averaged_arithmetic(op: ast.operator, left, right):
+def _averaged_arithmetic(op: ast.operator, left, right, number) -> H | None:
     """What ``left <op> right`` is where one side is ``OWN_MEAN``: ``OWN_MEAN`` where averaging over
     the devices commutes with it (sums and differences with per-shard means and host values,
-    products with and quotients by host values); None otherwise."""
+    products with and quotients by a Python number, ``number(side)``: a host array could weigh
+    each device's value differently); None otherwise."""
     if OWN_MEAN not in (left, right) or not {left, right} <= {OWN_MEAN, HOST}:
         return None
-    if isinstance(op, (ast.Add, ast.Sub)) or isinstance(op, ast.Mult) and HOST in (left, right) \
-            or isinstance(op, ast.Div) and right == HOST:
+    if isinstance(op, (ast.Add, ast.Sub)) or isinstance(op, ast.Mult) and (
+            left == HOST and number(0) or right == HOST and number(1)) \
+            or isinstance(op, ast.Div) and right == HOST and number(1):
         return OWN_MEAN
     return None
 
@@ -829,7 +831,8 @@ class DriverAnalyzer:
                 target = env.get(node.target.id, HOST)
             else:
                 target = self.expr(node.target, env)
-            averaged = _averaged_arithmetic(node.op, target, kind) if isinstance(node.target, ast.Name) else None
+            averaged = _averaged_arithmetic(node.op, target, kind, lambda side: self._number(
+                (node.target, node.value)[side])) if isinstance(node.target, ast.Name) else None
             if averaged is not None:  # `accuracy += metrics["accuracy"]`
                 self._bind(node.target, averaged, env)
                 return env
@@ -963,13 +966,41 @@ class DriverAnalyzer:
 
     def _check_own(self, node: ast.expr, kind) -> None:
         if OWN in _hleaves(kind) or OWN_MEAN in _hleaves(kind):
-            averaged = (" (host code that only adds such means up, adds or scales by host values and at last "
-                        "averages them, `jnp.mean(x)`, reads the global mean in both views)") if OWN_MEAN in _hleaves(
+            averaged = (" (host code that only adds such means up, adds host values or scales by Python numbers "
+                        "and at last averages them, `jnp.mean(x)`, reads the global mean in both views)") if OWN_MEAN in _hleaves(
                 kind) else ""
             raise Blocked(node.lineno, f"`{self._short(node)}` is each device's own value: the step returns it "
                           "as a mean or sum over the device's slice of the batch without `pmean`/`psum`, so pmap "
                           "gives one value per device (reading device 0's takes that device's), where the global "
                           f"view computes one over the whole batch{averaged}")
+
+    def _number(self, node: ast.expr, seen: frozenset[str] = frozenset()) -> bool:
+        """A Python number on the host: a numeric literal, ``len(...)``, ``int(...)``, ``float(...)``,
+        ``x.item()``, arithmetic of those, or a name every assignment of which is one (``n = 0`` and
+        ``n += 1``)."""
+        if isinstance(node, ast.Constant):
+            return type(node.value) in (int, float)
+        if isinstance(node, ast.UnaryOp):
+            return self._number(node.operand, seen)
+        if isinstance(node, ast.BinOp):
+            return self._number(node.left, seen) and self._number(node.right, seen)
+        if isinstance(node, ast.Call):
+            return self.names.builtin(node.func) in ("len", "int", "float") or isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "item" and not node.args and not node.keywords
+        if not isinstance(node, ast.Name):
+            return False
+        if node.id in seen:
+            return True  # (`n += 1`: a number where `n` is)
+        values = []
+        for binding in self.names.bindings(node):
+            statement = self.module.parent_of(binding.node) if isinstance(binding, OpaqueBinding) else None
+            if isinstance(binding, ValueBinding):
+                values.append(binding.value)
+            elif isinstance(statement, ast.AugAssign) and statement.target is binding.node:
+                values.append(statement.value)
+            else:
+                return False
+        return bool(values) and all(self._number(value, seen | {node.id}) for value in values)
 
     def _short(self, node: ast.AST) -> str:
         segment = self.module.segment(node)
@@ -1037,7 +1068,8 @@ class DriverAnalyzer:
             self._no_device_names(node, env)
             return HOST
         if isinstance(node, ast.BinOp):  # `accuracy + metrics["accuracy"] * 0.5`
-            averaged = _averaged_arithmetic(node.op, self.expr(node.left, env), self.expr(node.right, env))
+            averaged = _averaged_arithmetic(node.op, self.expr(node.left, env), self.expr(node.right, env),
+                                            lambda side: self._number((node.left, node.right)[side]))
             if averaged is not None:
                 return averaged
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
