@@ -1221,6 +1221,10 @@ _OWN = "is each device's own value"
     # Device 0's mean is not the global one.
     ("train_loss = metrics['loss'].mean().item()", "train_loss = metrics['loss'][0].item()",
      "train_loss = metrics['loss'][0]", _OWN),
+    ("'epoch_loss': np.mean(losses)", "'epoch_loss': losses[0]", "'epoch_loss': losses[0]", _OWN),
+    # A host value among the means: the list is no longer one of them.
+    ("            losses.append(metrics['loss'])\n",
+     "            losses.append(metrics['loss'])\n            losses.append(0.0)\n", "losses.append(0.0)", _OWN),
 ])
 def test_per_shard_means_are_read_on_the_host_only_where_averaging_them_gives_the_global_mean(old, new, marker,
                                                                                                reason):
@@ -1230,8 +1234,9 @@ def test_per_shard_means_are_read_on_the_host_only_where_averaging_them_gives_th
 def test_the_fix_says_which_host_lines_average_per_shard_means_and_what_they_read_then():
     view = plan_global(_METRICS_AVERAGED)
     lines = [i + 1 for i, line in enumerate(_METRICS_AVERAGED.splitlines()) if line.startswith("    ") and (
-        "jnp.mean(accuracy" in line or ".mean().item()" in line or "np.mean(jax.device_get" in line)]
-    assert view.possible and len(lines) == 4, view.blocker
+        "jnp.mean(accuracy" in line or ".mean().item()" in line or "np.mean(jax.device_get" in line
+        or "np.mean(losses)" in line)]
+    assert view.possible and len(lines) == 5, view.blocker
     assert f"(lines {', '.join(map(str, lines))}) stay: they are the global mean the steps now compute, as pmap's " \
         "was in one process" in " ".join(view.notes), view.notes
 

@@ -75,7 +75,9 @@ OWN = H("OWN")
 # adds these up, adds host values or scales by Python numbers and at last averages (``acc += metrics["accuracy"]``,
 # ``acc /= n``, ``jnp.mean(acc)``) reads in both views what the global view computes.
 OWN_MEAN = H("OWN_MEAN")
+OWN_MEANS = H("OWN_MEANS")  # a list such means are appended to (``losses.append(metrics["loss"])``)
 _MEANS = frozenset({"jax.numpy.mean", "numpy.mean"})
+_STACKS = frozenset(f"{np}.{f}" for np in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 # A host batch a generator of the program splits per device and yields (JAX's pmap example's
 # `data_stream`, the Hugging Face examples' data collators): the generator yields it whole in the
 # global view, and the code that gives it to a step lays it out there.
@@ -84,7 +86,7 @@ SOURCED = H("SOURCED")
 # tuple whose every field has pmap's device axis (``predictions[0]``, ``outputs.logits``: ``DSHARD``).
 DOUTPUTS = H("DOUTPUTS")
 DEVICE = (DREP, DSHARD, DKEYS)
-CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, OWN_MEAN, SOURCED, DOUTPUTS)
+CARRIES_AXIS = (DREP, DSHARD, DKEYS, DLIST, MIXED, OWN, OWN_MEAN, OWN_MEANS, SOURCED, DOUTPUTS)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ def _hjoin(a, b):
         return b
     if b == BOT or a == b:
         return a
-    if {a, b} in ({EMPTY, DLIST}, {EMPTY, HOST}):
+    if {a, b} in ({EMPTY, DLIST}, {EMPTY, HOST}, {EMPTY, OWN_MEANS}):
         return b if a == EMPTY else a
     if {a, b} == {HOST, OWN_MEAN}:
         return OWN_MEAN  # (`acc = 0.0` before a loop that adds per-shard means: a host value is its own mean)
@@ -965,10 +967,10 @@ class DriverAnalyzer:
                           "view has no counterpart")
 
     def _check_own(self, node: ast.expr, kind) -> None:
-        if OWN in _hleaves(kind) or OWN_MEAN in _hleaves(kind):
+        means = any(leaf in (OWN_MEAN, OWN_MEANS) for leaf in _hleaves(kind))
+        if OWN in _hleaves(kind) or means:
             averaged = (" (host code that only adds such means up, adds host values or scales by Python numbers "
-                        "and at last averages them, `jnp.mean(x)`, reads the global mean in both views)") if OWN_MEAN in _hleaves(
-                kind) else ""
+                        "and at last averages them, `jnp.mean(x)`, reads the global mean in both views)") if means else ""
             raise Blocked(node.lineno, f"`{self._short(node)}` is each device's own value: the step returns it "
                           "as a mean or sum over the device's slice of the batch without `pmean`/`psum`, so pmap "
                           "gives one value per device (reading device 0's takes that device's), where the global "
@@ -1161,9 +1163,16 @@ class DriverAnalyzer:
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
         if qualified == "jax.device_get" and arg is not None and self.expr(arg, env) == OWN_MEAN:
             return OWN_MEAN  # (the same values, on the host)
+        if arg is not None and (qualified in _STACKS or self.names.builtin(func) == "sum") \
+                and self.expr(arg, env) == OWN_MEANS:
+            return OWN_MEAN  # `jnp.stack(losses)`, `sum(losses)`: the means of each device still apart
+        if arg is not None and self.names.builtin(func) == "len" and self.expr(arg, env) in (DLIST, OWN_MEANS):
+            return HOST  # (how many were appended, the same in both views)
         averaged = arg if qualified in _MEANS else func.value if isinstance(func, ast.Attribute) \
             and func.attr == "mean" and not node.args and not node.keywords else None
-        if averaged is not None and self.expr(averaged, env) == OWN_MEAN:
+        if averaged is not None and self.expr(averaged, env) in (DREP, DLIST):
+            return HOST  # the mean of equal copies is the value's own mean
+        if averaged is not None and self.expr(averaged, env) in (OWN_MEAN, OWN_MEANS):
             processes = planner_of(self.module).multi_process
             if processes:
                 raise Blocked(node.lineno, f"`{self._short(node)}` averages per-shard means the step returns one "
@@ -1217,10 +1226,11 @@ class DriverAnalyzer:
             self._given_host.setdefault(id(reader), (reader, set()))[1].add(id(node))
             return HOST  # a function of the module given host values (read above), as any call
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
-                and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST):
-            kind = self.expr(arg, env)
-            if kind == DREP:
-                env[func.value.id] = DLIST  # flax's train_metrics.append(metrics)
+                and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST, OWN_MEANS):
+            kind, listed = self.expr(arg, env), env.get(func.value.id)
+            if kind == DREP and listed != OWN_MEANS or kind == OWN_MEAN and listed != DLIST:
+                # (flax's train_metrics.append(metrics); losses.append(metrics["loss"]))
+                env[func.value.id] = DLIST if kind == DREP else OWN_MEANS
                 self._device_names.add(func.value.id)
                 return HOST
             if env.get(func.value.id) == EMPTY and kind in (HOST, EMPTY):
