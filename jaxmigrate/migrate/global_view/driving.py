@@ -976,6 +976,36 @@ class DriverAnalyzer:
                           "gives one value per device (reading device 0's takes that device's), where the global "
                           f"view computes one over the whole batch{averaged}")
 
+    def _averages(self, fn: ast.expr) -> bool:
+        """``fn``, mapped over a tree's leaves, averages each whole: ``jnp.mean`` itself, or a lambda
+        whose body is ``jnp.mean(x)`` or ``x.mean()`` of its parameter, maybe read out with
+        ``.item()`` or ``float(...)``."""
+        if not isinstance(fn, ast.Lambda):
+            return self._qualified(fn) in _MEANS
+        arguments, body = fn.args, fn.body
+        if len(arguments.args) != 1 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs \
+                or arguments.posonlyargs or arguments.defaults:
+            return False
+        if isinstance(body, ast.Call) and not body.keywords and (
+                isinstance(body.func, ast.Attribute) and body.func.attr == "item" and not body.args
+                or self.names.builtin(body.func) == "float" and len(body.args) == 1):
+            body = body.args[0] if body.args else body.func.value
+        if not (isinstance(body, ast.Call) and not body.keywords):
+            return False
+        averaged = body.args[0] if self._qualified(body.func) in _MEANS and len(body.args) == 1 else \
+            body.func.value if isinstance(body.func, ast.Attribute) and body.func.attr == "mean" and not body.args \
+            else None
+        return isinstance(averaged, ast.Name) and averaged.id == arguments.args[0].arg
+
+    def _averaged_here(self, node: ast.Call) -> None:
+        """``node`` averages per-shard means over the devices: the global mean in one process."""
+        processes = planner_of(self.module).multi_process
+        if processes:
+            raise Blocked(node.lineno, f"`{self._short(node)}` averages per-shard means the step returns one "
+                          "per device: under pmap the devices are this process's only, where the global view "
+                          f"averages over every process's (this module runs as several processes: {processes})")
+        self.averaged.add(node.lineno)
+
     def _number(self, node: ast.expr, seen: frozenset[str] = frozenset()) -> bool:
         """A Python number on the host: a numeric literal, ``len(...)``, ``int(...)``, ``float(...)``,
         ``x.item()``, arithmetic of those, or a name every assignment of which is one (``n = 0`` and
@@ -1052,7 +1082,7 @@ class DriverAnalyzer:
             # A dict whose every value is replicated (or every one split, or every one a key per
             # device: `rngs = {"params": shard_prng_key(k1), "dropout": shard_prng_key(k2)}`) is
             # such a tree itself.
-            if len(known) == 1 and next(iter(known)) in (HOST, DREP, DSHARD, DKEYS):
+            if len(known) == 1 and next(iter(known)) in (HOST, DREP, DSHARD, DKEYS, OWN_MEAN):
                 return known.pop()
             if any(_carries(leaf) for kind in kinds for leaf in _hleaves(kind)):
                 raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
@@ -1168,17 +1198,18 @@ class DriverAnalyzer:
             return OWN_MEAN  # `jnp.stack(losses)`, `sum(losses)`: the means of each device still apart
         if arg is not None and self.names.builtin(func) == "len" and self.expr(arg, env) in (DLIST, OWN_MEANS):
             return HOST  # (how many were appended, the same in both views)
+        if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords and self._averages(node.args[0]):
+            tree = self.expr(node.args[1], env)
+            if tree in (OWN_MEAN, OWN_MEANS):
+                self._averaged_here(node)
+            if tree in (DREP, DLIST, OWN_MEAN, OWN_MEANS):
+                return HOST  # `jax.tree.map(jnp.mean, metrics)`: each leaf averaged, as below
         averaged = arg if qualified in _MEANS else func.value if isinstance(func, ast.Attribute) \
             and func.attr == "mean" and not node.args and not node.keywords else None
         if averaged is not None and self.expr(averaged, env) in (DREP, DLIST):
             return HOST  # the mean of equal copies is the value's own mean
         if averaged is not None and self.expr(averaged, env) in (OWN_MEAN, OWN_MEANS):
-            processes = planner_of(self.module).multi_process
-            if processes:
-                raise Blocked(node.lineno, f"`{self._short(node)}` averages per-shard means the step returns one "
-                              "per device: under pmap the devices are this process's only, where the global view "
-                              f"averages over every process's (this module runs as several processes: {processes})")
-            self.averaged.add(node.lineno)
+            self._averaged_here(node)
             return HOST  # the devices' per-shard means averaged: the global mean
         if arg is not None and self.names.builtin(func) == "next":
             source = self.expr(arg, env)
