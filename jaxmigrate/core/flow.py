@@ -66,3 +66,11 @@ def reaching_assignment(module: ParsedModule, use: ast.Name, assigns: Sequence[a
         if start > use_start and any(id(loop) in {id(n) for n in ancestors(module, other)} for loop in loops):
             return None  # assigned again later in a loop that also holds the use
     return last
+
+
+def reads_of(module: ParsedModule, name: str, value: ast.AST) -> list[ast.Name]:
+    """The module's reads of ``name`` that resolve to ``value``: a def, or what an assignment
+    binds to it (a lambda, a call)."""
+    return [node for _, node in module.names_at.get(name, ()) if isinstance(node.ctx, ast.Load)
+            and any(getattr(b, "node", None) is value or getattr(b, "value", None) is value
+                    for b in module.names.bindings(node))]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.core.flow import child_of
+from jaxmigrate.core.flow import child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, Preparer, batch_preparer
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value, stored_pad_wrapper
@@ -1628,13 +1628,6 @@ def literal_positions(node: ast.expr) -> tuple[int, ...] | None:
     if isinstance(value, (tuple, list)) and all(isinstance(i, int) for i in value):
         return tuple(value)
     return None
-
-
-def reads_of(module, name: str, fn: ast.AST) -> list[ast.Name]:
-    """The module's reads of ``name`` that resolve to ``fn`` (a def, or a lambda bound to it)."""
-    return [node for _, node in module.names_at.get(name, ()) if isinstance(node.ctx, ast.Load)
-            and any(getattr(b, "node", None) is fn or getattr(b, "value", None) is fn
-                    for b in module.names.bindings(node))]
 
 
 def _copied_name(node: ast.Call) -> ast.Name | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.core.flow import enclosing_scope
+from jaxmigrate.core.flow import enclosing_scope, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.names import OpaqueBinding
 
@@ -43,16 +43,12 @@ def kept_for_calls(module, wrapper: ast.Call) -> bool:
             and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
         return False
     name, scope = statement.targets[0].id, enclosing_scope(module, statement)
-    reads = []
-    for _, read in module.names_at.get(name, ()):
-        bindings = module.names.bindings(read) if isinstance(read.ctx, ast.Load) else []
-        if any(getattr(b, "value", None) is wrapper for b in bindings):
-            if len(bindings) != 1:
-                return False
-            reads.append(read)
-        elif isinstance(read.ctx, ast.Store) and read is not statement.targets[0] \
-                and enclosing_scope(module, read) is scope:
-            return False  # bound again in that scope
+    reads = reads_of(module, name, wrapper)
+    if any(len(module.names.bindings(read)) != 1 for read in reads):
+        return False  # another binding may reach a read
+    if any(isinstance(store.ctx, ast.Store) and store is not statement.targets[0]
+           and enclosing_scope(module, store) is scope for _, store in module.names_at.get(name, ())):
+        return False  # bound again in that scope
     return bool(reads) and all(isinstance(module.parent_of(r), ast.Call) and module.parent_of(r).func is r
                                and enclosing_scope(module, r) is scope for r in reads)
 

@@ -16,9 +16,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from jaxmigrate.core.flow import child_of, enclosing_scope
+from jaxmigrate.core.flow import child_of, enclosing_scope, reads_of
 from jaxmigrate.core.module import is_main_guard
-from jaxmigrate.migrate.global_view.driving import reads_of
 
 
 @dataclass

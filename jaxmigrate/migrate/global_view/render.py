@@ -13,7 +13,7 @@ import ast
 import json
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.flow import child_of, enclosing_scope
+from jaxmigrate.core.flow import child_of, enclosing_scope, reads_of
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
@@ -24,7 +24,6 @@ from jaxmigrate.migrate.global_view.driving import (
     call_given,
     literal,
     literal_positions,
-    reads_of,
 )
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, Blocked, M, R, S, U, describe, leaves
