@@ -1191,8 +1191,8 @@ class DriverAnalyzer:
                 return self._wrapper_call(wrapper, node, env, closure=self._closure(wrapper, node, env))
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
-        if qualified == "jax.device_get" and arg is not None and self.expr(arg, env) == OWN_MEAN:
-            return OWN_MEAN  # (the same values, on the host)
+        if qualified == "jax.device_get" and arg is not None and self.expr(arg, env) in (DREP, OWN_MEAN):
+            return self.expr(arg, env)  # (the same values, on the host)
         if arg is not None and (qualified in _STACKS or self.names.builtin(func) == "sum") \
                 and self.expr(arg, env) == OWN_MEANS:
             return OWN_MEAN  # `jnp.stack(losses)`, `sum(losses)`: the means of each device still apart
