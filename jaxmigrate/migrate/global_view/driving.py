@@ -72,8 +72,9 @@ DKEYS = H("DKEYS")  # one RNG key per device
 OWN = H("OWN")
 # Such an output that is a per-shard mean (``metrics["accuracy"]`` of a step that does not pmean it).
 # Averaged over the devices it is the global mean (the shards are equal), so host code that only
-# adds these up, adds host values or scales by Python numbers and at last averages (``acc += metrics["accuracy"]``,
-# ``acc /= n``, ``jnp.mean(acc)``) reads in both views what the global view computes.
+# adds these up, adds host values or scales by Python numbers and at last averages them
+# (``acc += metrics["accuracy"]``, ``acc /= n``, ``jnp.mean(acc)``) reads in both views what the
+# global view computes.
 OWN_MEAN = H("OWN_MEAN")
 OWN_MEANS = H("OWN_MEANS")  # a list such means are appended to (``losses.append(metrics["loss"])``)
 _MEANS = frozenset({"jax.numpy.mean", "numpy.mean"})
@@ -969,8 +970,9 @@ class DriverAnalyzer:
     def _check_own(self, node: ast.expr, kind) -> None:
         means = any(leaf in (OWN_MEAN, OWN_MEANS) for leaf in _hleaves(kind))
         if OWN in _hleaves(kind) or means:
-            averaged = (" (host code that only adds such means up, adds host values or scales by Python numbers "
-                        "and at last averages them, `jnp.mean(x)`, reads the global mean in both views)") if means else ""
+            averaged = (" (host code that only adds such means up, adds host values or scales by Python "
+                        "numbers and at last averages them, `jnp.mean(x)`, reads the global mean in both views)"
+                        ) if means else ""
             raise Blocked(node.lineno, f"`{self._short(node)}` is each device's own value: the step returns it "
                           "as a mean or sum over the device's slice of the batch without `pmean`/`psum`, so pmap "
                           "gives one value per device (reading device 0's takes that device's), where the global "
@@ -1191,8 +1193,9 @@ class DriverAnalyzer:
                 return self._wrapper_call(wrapper, node, env, closure=self._closure(wrapper, node, env))
         qualified = self._qualified(func)
         arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
-        if qualified == "jax.device_get" and arg is not None and self.expr(arg, env) in (DREP, OWN_MEAN):
-            return self.expr(arg, env)  # (the same values, on the host)
+        fetched = self.expr(arg, env) if qualified == "jax.device_get" and arg is not None else None
+        if fetched in (DREP, OWN_MEAN):
+            return fetched  # (the same values, on the host)
         if arg is not None and (qualified in _STACKS or self.names.builtin(func) == "sum") \
                 and self.expr(arg, env) == OWN_MEANS:
             return OWN_MEAN  # `jnp.stack(losses)`, `sum(losses)`: the means of each device still apart
@@ -1206,11 +1209,11 @@ class DriverAnalyzer:
                 return HOST  # `jax.tree.map(jnp.mean, metrics)`: each leaf averaged, as below
         averaged = arg if qualified in _MEANS else func.value if isinstance(func, ast.Attribute) \
             and func.attr == "mean" and not node.args and not node.keywords else None
-        if averaged is not None and self.expr(averaged, env) in (DREP, DLIST):
-            return HOST  # the mean of equal copies is the value's own mean
-        if averaged is not None and self.expr(averaged, env) in (OWN_MEAN, OWN_MEANS):
-            self._averaged_here(node)
-            return HOST  # the devices' per-shard means averaged: the global mean
+        averaged_kind = self.expr(averaged, env) if averaged is not None else None
+        if averaged_kind in (OWN_MEAN, OWN_MEANS):
+            self._averaged_here(node)  # the devices' per-shard means averaged: the global mean
+        if averaged_kind in (DREP, DLIST, OWN_MEAN, OWN_MEANS):
+            return HOST  # (of equal copies, the value's own mean)
         if arg is not None and self.names.builtin(func) == "next":
             source = self.expr(arg, env)
             if isinstance(source, Source):

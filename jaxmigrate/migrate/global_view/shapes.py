@@ -180,7 +180,8 @@ class DeviceAxisShapes:
         if (split := _head_and_tail(shape)) is None:
             return False
         head, tail = split
-        return len(head) == 1 and literal_int(head[0]) == -1 and _is_shape_of(tail, self.module.segment(base), 2, self.module)
+        return len(head) == 1 and literal_int(head[0]) == -1 \
+            and _is_shape_of(tail, self.module.segment(base), 2, self.module)
 
     def is_row_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``x.reshape(-1, k, ...)`` with each k a feature size (``x.shape[-1]``: a negative axis is a
@@ -196,7 +197,8 @@ class DeviceAxisShapes:
                 return False
             read = [n for n in ast.walk(size) if isinstance(n, ast.Attribute) and n.attr == "shape"
                     and self.module.segment(n.value) == segment]
-            if read and not (isinstance(size, ast.Subscript) and size.value in read and (literal_int(size.slice) or 0) < 0):
+            if read and not (isinstance(size, ast.Subscript) and size.value in read
+                             and (literal_int(size.slice) or 0) < 0):
                 return False
         return True
 
