@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, Preparer, batch_preparer
+from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, Preparer, batch_preparer, only_parameter
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
@@ -51,7 +51,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     Seq,
     join,
 )
-from jaxmigrate.migrate.global_view.shapes import RESHAPES, DeviceAxisShapes, is_zero, split_count
+from jaxmigrate.migrate.global_view.shapes import RESHAPES, STACKS, DeviceAxisShapes, is_zero, split_count
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 
@@ -78,7 +78,6 @@ OWN = H("OWN")
 OWN_MEAN = H("OWN_MEAN")
 OWN_MEANS = H("OWN_MEANS")  # a list such means are appended to (``losses.append(metrics["loss"])``)
 _MEANS = frozenset({"jax.numpy.mean", "numpy.mean"})
-_STACKS = frozenset(f"{np}.{f}" for np in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 # A host batch a generator of the program splits per device and yields (JAX's pmap example's
 # `data_stream`, the Hugging Face examples' data collators): the generator yields it whole in the
 # global view, and the code that gives it to a step lays it out there.
@@ -984,20 +983,23 @@ class DriverAnalyzer:
         ``.item()`` or ``float(...)``."""
         if not isinstance(fn, ast.Lambda):
             return self._qualified(fn) in _MEANS
-        arguments, body = fn.args, fn.body
-        if len(arguments.args) != 1 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs \
-                or arguments.posonlyargs or arguments.defaults:
-            return False
+        param, body = only_parameter(fn.args), fn.body
         if isinstance(body, ast.Call) and not body.keywords and (
                 isinstance(body.func, ast.Attribute) and body.func.attr == "item" and not body.args
                 or self.names.builtin(body.func) == "float" and len(body.args) == 1):
             body = body.args[0] if body.args else body.func.value
-        if not (isinstance(body, ast.Call) and not body.keywords):
-            return False
-        averaged = body.args[0] if self._qualified(body.func) in _MEANS and len(body.args) == 1 else \
-            body.func.value if isinstance(body.func, ast.Attribute) and body.func.attr == "mean" and not body.args \
-            else None
-        return isinstance(averaged, ast.Name) and averaged.id == arguments.args[0].arg
+        averaged = self._mean_of(body) if isinstance(body, ast.Call) else None
+        return param is not None and isinstance(averaged, ast.Name) and averaged.id == param
+
+    def _mean_of(self, call: ast.Call) -> ast.expr | None:
+        """What ``call`` averages whole: ``x`` of ``jnp.mean(x)``, ``np.mean(x)`` or ``x.mean()``."""
+        if call.keywords:
+            return None
+        if self._qualified(call.func) in _MEANS:
+            return call.args[0] if len(call.args) == 1 else None
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "mean" and not call.args:
+            return call.func.value
+        return None
 
     def _averaged_here(self, node: ast.Call) -> None:
         """``node`` averages per-shard means over the devices: the global mean in one process."""
@@ -1196,7 +1198,7 @@ class DriverAnalyzer:
         fetched = self.expr(arg, env) if qualified == "jax.device_get" and arg is not None else None
         if fetched in (DREP, OWN_MEAN):
             return fetched  # (the same values, on the host)
-        if arg is not None and (qualified in _STACKS or self.names.builtin(func) == "sum") \
+        if arg is not None and (qualified in STACKS or self.names.builtin(func) == "sum") \
                 and self.expr(arg, env) == OWN_MEANS:
             return OWN_MEAN  # `jnp.stack(losses)`, `sum(losses)`: the means of each device still apart
         if arg is not None and self.names.builtin(func) == "len" and self.expr(arg, env) in (DLIST, OWN_MEANS):
@@ -1207,8 +1209,7 @@ class DriverAnalyzer:
                 self._averaged_here(node)
             if tree in (DREP, DLIST, OWN_MEAN, OWN_MEANS):
                 return HOST  # `jax.tree.map(jnp.mean, metrics)`: each leaf averaged, as below
-        averaged = arg if qualified in _MEANS else func.value if isinstance(func, ast.Attribute) \
-            and func.attr == "mean" and not node.args and not node.keywords else None
+        averaged = self._mean_of(node)
         averaged_kind = self.expr(averaged, env) if averaged is not None else None
         if averaged_kind in (OWN_MEAN, OWN_MEANS):
             self._averaged_here(node)  # the devices' per-shard means averaged: the global mean

@@ -93,7 +93,7 @@ class HelperSummaries:
             return None
         if result is None or isinstance(fn, ast.FunctionDef) and fn.decorator_list:
             return None
-        param = _only_parameter(fn.args)
+        param = only_parameter(fn.args)
         if param is None:
             return None
         action = self.leaf_action(result, param)
@@ -203,7 +203,7 @@ class HelperSummaries:
         return Helper(short, None, None, helper.action, str(found.path))
 
     def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> str | None:
-        param = _only_parameter(fn.args)
+        param = only_parameter(fn.args)
         if param is None:
             return None
         if isinstance(fn, ast.Lambda):
@@ -221,7 +221,7 @@ class HelperSummaries:
         if isinstance(result, ast.Call) and self.module.names.qualified_name(result.func) in TREE_MAPS \
                 and len(result.args) == 2 and not result.keywords and isinstance(result.args[0], ast.Lambda) \
                 and isinstance(result.args[1], ast.Name) and result.args[1].id == param:
-            leaf = _only_parameter(result.args[0].args)
+            leaf = only_parameter(result.args[0].args)
             return self.leaf_action(result.args[0].body, leaf) if leaf is not None else None
         return self.leaf_action(result, param)
 
@@ -259,7 +259,7 @@ def batch_preparer(module, shapes, func: ast.expr) -> Preparer | None:
             or not isinstance(bindings[0].node, ast.FunctionDef):
         return None
     fn = bindings[0].node
-    param = _only_parameter(fn.args)
+    param = only_parameter(fn.args)
     if fn.decorator_list or param is None:
         return None
     body = _without_docstring(fn.body)
@@ -291,7 +291,7 @@ def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
         args, returned, steps = leaf_fn.args, body[-1].value, body[:-1]
     else:
         return None
-    leaf = _only_parameter(args)
+    leaf = only_parameter(args)
     if leaf is None:
         return None
     for statement in steps:  # `x = x._numpy()`: the leaf prepared, still one array per leaf
@@ -303,7 +303,7 @@ def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
     return returned, returned.func.value
 
 
-def _only_parameter(args: ast.arguments) -> str | None:
+def only_parameter(args: ast.arguments) -> str | None:
     """The name of a function's one parameter: positional, no default, nothing else taken."""
     if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
         return None

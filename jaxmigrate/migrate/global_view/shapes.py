@@ -15,7 +15,7 @@ from jaxmigrate.names import ValueBinding
 
 BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 # Functions that make one array of a list of equal arrays along a new leading axis.
-_STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
+STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 _REPEATS = frozenset({"jax.numpy.repeat", "numpy.repeat"})
 _TILES = frozenset({"jax.numpy.tile", "numpy.tile"})
 # The function form of `x.reshape(shape)`: `jnp.reshape(x, shape)`.
@@ -59,7 +59,7 @@ class DeviceAxisShapes:
         if qualified in BROADCASTS and len(body.args) == 2 \
                 and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
             return "replicate"
-        if qualified in _STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
+        if qualified in STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
             return "replicate"
         if qualified in _TILES and len(body.args) == 2 and self._is_tiled_once(body.args[0], body.args[1], x):
             return "replicate"
