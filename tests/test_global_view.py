@@ -1218,6 +1218,10 @@ _OWN = "is each device's own value"
      "accuracy = accuracy + metrics['accuracy'] * np.linspace(0, 1, num_devices)",
      "metrics['accuracy'] * np.linspace", _OWN),
     ("        accuracy /= n\n", "        accuracy /= np.arange(1, num_devices + 1)\n", "accuracy /= np.arange", _OWN),
+    # Added to a replicated value: the per-shard mean is the one named.
+    ("            accuracy += metrics['accuracy']\n",
+     "            accuracy += metrics['accuracy']\n            state.step += metrics['loss']\n",
+     "state.step += metrics['loss']", "`metrics['loss']` is each device's own value"),
     # Device 0's mean is not the global one.
     ("train_loss = metrics['loss'].mean().item()", "train_loss = metrics['loss'][0].item()",
      "train_loss = metrics['loss'][0]", _OWN),

@@ -839,8 +839,8 @@ class DriverAnalyzer:
                 self._bind(node.target, averaged, env)
                 return env
             if _carries(kind) or _carries(target):
-                self._check_own(node.target if _carries(target) else node.value, OWN if OWN_MEAN in (kind, target)
-                                else kind)
+                self._check_own(node.target, target)  # (the side that is each device's own, named)
+                self._check_own(node.value, kind)
                 raise Blocked(node.lineno, "augmented assignment of a value with pmap's device axis")
             return env
         if isinstance(node, (ast.Expr, ast.Assert, ast.Raise, ast.Delete)):
