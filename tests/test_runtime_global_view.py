@@ -69,6 +69,8 @@ OLD["global_pad_wrapper_kept"] = REPO / "fixtures" / "migrate" / "to_global_jit"
 OLD["global_metrics_averaged_on_the_host"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                              / "metrics_averaged_on_the_host.in.py")
 OLD["global_replicated_together"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "replicated_together.in.py"
+OLD["global_replicated_metrics_logged"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                          / "replicated_metrics_logged.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
@@ -80,7 +82,7 @@ FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_
         "global_closure_reads_replicated_state", "global_padded_evaluation", "global_prefetched_batches",
         "global_weight_decay_epochs", "global_keys_in_a_dict", "global_state_made_by_a_function",
         "global_steps_of_one_name", "global_pad_wrapper_kept", "global_metrics_averaged_on_the_host",
-        "global_replicated_together"}
+        "global_replicated_together", "global_replicated_metrics_logged"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -105,7 +107,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_keys_in_a_dict": "['params']", "global_state_made_by_a_function": "['params']",
           "global_steps_of_one_name": "['params']", "global_mesh_handed_down": "['params']",
           "global_pad_wrapper_kept": "['params']", "global_metrics_averaged_on_the_host": "['params']",
-          "global_replicated_together": "['params']"}
+          "global_replicated_together": "['params']", "global_replicated_metrics_logged": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -331,7 +333,7 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
 
 @pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments",
                                   "global_hugging_face_train_state", "global_closure_reads_replicated_state",
-                                  "global_padded_evaluation"])
+                                  "global_padded_evaluation", "global_replicated_metrics_logged"])
 def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
     """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
     for pmap becomes a global array with make_array_from_process_local_data, and every process gets
@@ -475,6 +477,20 @@ def test_steps_followed_through_the_driving_code_give_the_pmap_results_as_two_pr
     old, new = migrated_variant(tmp_path, case)
     assert "make_array_from_process_local_data" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
+def test_a_step_never_used_keeps_pmap_while_the_step_beside_it_moves_and_matches_pmap(tmp_path, flax_python):
+    """`p_eval_step` made in `main` and never called stays `jax.pmap` (with its `pmean`); the training
+    step moves to the global view on its own mesh, and the results are pmap's."""
+    old = REPO / "fixtures" / "migrate" / "to_global_jit" / "unused_eval_step_kept.in.py"
+    result = fix_text(old.read_text(), old.name, all_rules(), (0, 10), unsafe=True)
+    assert not result.errors, result.errors
+    assert result.text.count("jax.pmap(") == 1 and 'p_eval_step = jax.pmap(eval_step, "batch")' in result.text
+    assert "p_train_step = jax.jit(train_step" in result.text and "NamedSharding(mesh, P())" in result.text
+    new = tmp_path / "new.py"
+    new.write_text(result.text)
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)
 
 
 @pytest.mark.parametrize("loss", ["jnp.sum((x @ params) ** 2) / len(x)", "sum(jnp.sum((x @ params) ** 2, axis=1)) / x.shape[0]"])

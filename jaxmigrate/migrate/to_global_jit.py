@@ -66,6 +66,7 @@ class GlobalView:
     line: int | None = None
     reason: str | None = None
     notes: tuple[str, ...] = ()  # what changes besides the calling convention (random streams)
+    unused: dict[int, str] = field(default_factory=dict)  # a pmap's line the plan leaves as it is -> why
 
     @property
     def possible(self) -> bool:
@@ -97,6 +98,7 @@ def _plan_global(module: ParsedModule) -> GlobalView:
         builder = Builder(module, apps)
         view.plan = builder.build()
         view.notes = tuple(sorted(builder.notes))
+        view.unused = builder.unused
     except Blocked as blocked:
         view.line, view.reason = blocked.line, blocked.message
     except Unprovable as error:

@@ -125,7 +125,11 @@ class LegacyPmap(LegacyNameRule):
     normalises each device's slice. Per-example outputs read on the host of a module that runs as
     several processes become each process's own rows (`multihost_utils.
     global_array_to_host_local_array`), as pmap gave them, and `unreplicate(state)` in a branch
-    only some processes take becomes the copy the process holds (`x.addressable_data(0)`). Unsafe: the
+    only some processes take becomes the copy the process holds (`x.addressable_data(0)`). A
+    replicated value printed or logged (`print`, `logging.info`, a `logging.getLogger` logger's
+    methods) is written as the one value where pmap's showed a copy per device (the fix says which
+    lines). A step a function makes and never uses keeps `jax.pmap` (its finding says so) while the
+    module's other steps move. Unsafe: the
     calling convention changes (no device axis), float reductions regroup, and callers in other
     modules are not seen. Where it cannot be proven, the finding names the line that blocks it,
     and the exact rewrite is the fix where it is right.
@@ -230,7 +234,7 @@ class LegacyPmap(LegacyNameRule):
                 "rewrite as `jax.jit(jax.shard_map(jax.vmap(f), ...))` over a mesh built where the step is built",
                 codemod=CODEMOD,
             )
-        if self._applications(node, ctx) and _global_view(ctx).possible:
+        if self._moved(self._applications(node, ctx), ctx):
             notes = "".join(f"; {note}" for note in _global_view(ctx).notes)
             return Fix(Safety.UNSAFE, "move the module's pmapped steps and their call sites to the global view "
                        "(`jax.jit` over arrays sharded on a mesh, collectives GSPMD inserts removed)" + notes,
@@ -242,7 +246,7 @@ class LegacyPmap(LegacyNameRule):
         apps = self._applications(node, ctx)
         view = _global_view(ctx) if apps else None
         kept = sorted({app.exact_reason for app in apps if app.exact_reason})
-        if kept and view is not None and view.possible:
+        if self._moved(apps, ctx):
             # The global view is the fix: nothing blocks, and no exact rewrite stands behind it.
             message += "; the exact rewrite is not offered: " + "; ".join(kept)
             kept = []
@@ -254,8 +258,18 @@ class LegacyPmap(LegacyNameRule):
         if view is not None and not view.possible and view.reason not in kept:
             message += f"; global view not possible: {view.blocker}"
             blockers.append(Blocker("global view", str(view.reason), view.line))
+        elif view is not None and view.possible and not self._moved(apps, ctx):
+            line = min(app.line for app in apps)
+            message += f"; the global view leaves it: line {line}: {view.unused[line]}"
+            blockers.append(Blocker("global view", view.unused[line], line))
         fix = self.fix_for(symbol, node, ctx)
         ctx.report(node, message, fix, blockers=tuple(blockers))
+
+    @staticmethod
+    def _moved(apps: list[Application], ctx: FileContext) -> bool:
+        """Whether the module's global view moves one of these pmap applications."""
+        return bool(apps) and _global_view(ctx).possible and any(app.line not in _global_view(ctx).unused
+                                                                for app in apps)
 
     def _applications(self, mention: ast.AST, ctx: FileContext) -> list[Application]:
         """The pmap applications that stem from this mention of it."""

@@ -133,6 +133,11 @@ SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 # Calls that run a function as the program, with the command line (host values) for arguments.
 APP_RUN = frozenset({"absl.app.run", "fire.Fire"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
+# Calls that only write their arguments out: ``print``, the ``logging`` and ``absl.logging``
+# functions, and those methods of a logger the module gets from ``logging.getLogger``.
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "fatal", "exception", "log"})
+_LOG_FUNCTIONS = frozenset(f"{module}.{level}" for module in ("logging", "absl.logging") for level in _LOG_LEVELS)
+_GET_LOGGER = frozenset({"logging.getLogger", "absl.logging.get_absl_logger"})
 # What an array (not a pytree's field) answers, which counts pmap's device axis or its devices.
 _ARRAY_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "mT", "nbytes", "flat", "at", "sharding", "devices",
                                "addressable_shards", "addressable_data", "device_buffers", "global_shards"})
@@ -263,6 +268,7 @@ class DriverAnalyzer:
         self.step_calls.clear()
         self.called: set[str] = set()
         self.averaged: set[int] = set()  # lines where the host averages per-shard means (``OWN_MEAN``)
+        self.logged: set[int] = set()  # lines that print or log a replicated value (``_written_out``)
         scopes = self._driving_scopes()
         self.wrappers = self._wrappers(scopes)
         self.scopes = frozenset(id(scope) for scope in scopes)
@@ -957,7 +963,10 @@ class DriverAnalyzer:
     # -- expressions -----------------------------------------------------------------------
 
     def _host(self, node: ast.expr, env: dict) -> None:
-        kind = self.expr(node, env)
+        self._hosted(node, self.expr(node, env))
+
+    def _hosted(self, node: ast.expr, kind) -> None:
+        """``node``, whose kind is ``kind``, is read where only host values have a counterpart."""
         self._check_own(node, kind)
         if MIXED in _hleaves(kind):
             raise Blocked(node.lineno, f"`{self._short(node)}` has pmap's device axis on one path to here and not on "
@@ -1346,7 +1355,41 @@ class DriverAnalyzer:
                     if not any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(size)):
                         self._host(size, env)
                 return HOST
+        if self._writes_out(func, qualified):
+            return self._written_out(node, env)
         return self._generic(node, env)
+
+    def _writes_out(self, func: ast.expr, qualified: str | None) -> bool:
+        """Whether the call only prints or logs its arguments."""
+        if self.names.builtin(func) == "print" or qualified in _LOG_FUNCTIONS:
+            return True
+        if not (isinstance(func, ast.Attribute) and func.attr in _LOG_LEVELS and isinstance(func.value, ast.Name)):
+            return False
+        bindings = self.names.bindings(func.value)  # `logger = logging.getLogger(__name__)`
+        return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) \
+            and isinstance(bindings[0].value, ast.Call) and self._qualified(bindings[0].value.func) in _GET_LOGGER
+
+    def _written_out(self, node: ast.Call, env: dict):
+        """``logging.info(metrics)``, ``print(f"loss {metrics['loss']}")`` of a replicated value: the
+        global view writes the one value where pmap's wrote a copy per device; nothing computed
+        reads it. (A value split per device, or each device's own, would be written as other numbers.)"""
+        parts, shown = [*node.args, *(k.value for k in node.keywords)], []
+        while parts:
+            part = parts.pop(0)
+            if isinstance(part, ast.JoinedStr):  # an f-string: its fields are written out
+                parts += [v for v in part.values if isinstance(v, ast.FormattedValue)]
+            elif isinstance(part, ast.FormattedValue):
+                parts += [part.value] + ([part.format_spec] if part.format_spec is not None else [])
+            else:
+                shown.append(part)
+        for arg in shown:
+            kind = self.expr(arg, env)
+            leaves = set(_hleaves(kind))
+            if DREP in leaves and leaves <= {DREP, HOST} and not isinstance(arg, ast.Starred):
+                self.logged.add(node.lineno)
+            else:
+                self._hosted(arg, kind)
+        return HOST
 
     def _iterating(self, node: ast.Call, qualified: str | None, env: dict) -> Source | None:
         """``enumerate(batches)``, ``zip(steps, batches)``, ``tqdm(batches, ...)`` over a generator of

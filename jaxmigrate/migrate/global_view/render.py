@@ -62,12 +62,14 @@ class Builder:
         self.notes: set[str] = set()
         self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
         self._dropped: set[int] = set()  # statements the rewrite deletes whole (a kept pad wrapper)
+        self.unused: dict[int, str] = {}  # the line of a pmap left as it is (``_leave_unused``) -> why
 
     # -- the pmap applications ---------------------------------------------------------------
 
     def build(self) -> Plan:
         for app in self.apps:
             self._step(app)
+        self._leave_unused()
         self._no_other_uses()
         drivers = DriverAnalyzer(self.module, self.steps)
         # A factory's locals are host values: its callers pass only those (driving code's `_host`).
@@ -119,6 +121,11 @@ class Builder:
             self.notes.add(f"the host's averages of per-shard means the steps return one per device ({lines}) stay: "
                            "they are the global mean the steps now compute, as pmap's was in one process (run as "
                            "several, pmap's was each process's own)")
+        if drivers.logged:
+            many = len(drivers.logged) > 1
+            lines = ("lines " if many else "line ") + ", ".join(map(str, sorted(drivers.logged)))
+            self.notes.add(f"{lines} {'print or log replicated values' if many else 'prints or logs a replicated value'}"
+                           ": the one value now, where pmap's showed one copy per device")
         # The mesh's axis: the name of the pmap that is given the batch (the train step's, not a
         # sync helper's), else the first name; one even where pmap had none.
         batched = [step.axis for step in self.steps.values()
@@ -165,6 +172,29 @@ class Builder:
         self._drop_unused_locals([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed,
                                  rewritten + [self.module.span(e.node) for e in edits.values()])
         return self.plan
+
+    def _leave_unused(self) -> None:
+        """A step a function makes and never uses (``p_eval_step = jax.pmap(eval_step)`` in a
+        ``main`` that never evaluates) is dead code, with no values known for it: it keeps pmap
+        (its finding says why) and the module's other steps move without it. Only beside a step
+        that is used: with none, nothing moves and the reason stays the finding's."""
+        unused = {}
+        for name, step in self.steps.items():
+            assign = self.module.parent_of(step.binding)
+            if self.app_of[name].kind == "decorator" or step.opaque is not None or step.holder or step.entry \
+                    or step.factory is not None or not isinstance(assign, ast.Assign) or len(assign.targets) != 1 \
+                    or not isinstance(assign.targets[0], ast.Name):
+                continue
+            owner, target = enclosing_scope(self.module, step.binding), assign.targets[0].id
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and not self.module.names.declared_shared(target) and not reads_of(self.module, target, step.binding):
+                unused[name] = f"`{target}` is made in `{owner.name}` and never used (delete it if it is not needed)"
+        if len(unused) == len(self.steps):
+            return
+        for name, why in unused.items():
+            self.unused[self.app_of[name].line] = why
+            for table in (self.steps, self.app_of, self.fun, self.jit_options):
+                table.pop(name, None)
 
     def _with_what_the_step_does(self, blocked: Blocked, drivers, factories) -> Blocked:
         """Where an argument of a step is made by something the driving code's analysis does not
