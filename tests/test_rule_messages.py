@@ -101,3 +101,16 @@ def test_a_kept_use_is_named_once_at_every_import_that_stands_for_it():
     assert len(findings) == 3
     for finding in findings:
         assert finding.message.count("is kept") == 1, finding.message
+
+
+def test_no_pmap_finding_has_an_empty_clause():
+    """Every clause JM101 joins into its message says something (a clause is added only with its
+    reasons): over the global view's and the exact rewrite's fixtures, which take each path."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "migrate"
+    rules = tuple(r for r in registry.all_rules() if r.code == "JM101")
+    paths = sorted([*root.glob("to_global_jit/*.in.py"), *root.glob("pmap_to_shard_map/*.in.py")])
+    messages = [f.message for path in paths for f in lint_text(path.read_text(), path.name, rules, TARGET)]
+    assert len(messages) > len(paths)
+    assert not [m for m in messages if m.rstrip().endswith(":") or ": ;" in m or "; ;" in m]

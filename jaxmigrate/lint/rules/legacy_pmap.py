@@ -246,7 +246,7 @@ class LegacyPmap(LegacyNameRule):
         apps = self._applications(node, ctx)
         view = _global_view(ctx) if apps else None
         kept = sorted({app.exact_reason for app in apps if app.exact_reason})
-        if self._moved(apps, ctx):
+        if kept and self._moved(apps, ctx):
             # The global view is the fix: nothing blocks, and no exact rewrite stands behind it.
             message += "; the exact rewrite is not offered: " + "; ".join(kept)
             kept = []
