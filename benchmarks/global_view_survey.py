@@ -7,8 +7,7 @@ code) on each PATH (default: the public legacy corpus of ``benchmarks/corpus.py`
 programs of ``$JAXMIGRATE_REALCODE`` where that folder exists; ``--sdists`` adds ``SDISTS``, more
 pmap-era releases fetched as source archives with ``pip download --no-deps --no-binary :all:``
 into ``~/.cache/jaxmigrate/sdists``, never the checkout) and reads its JM101 findings, one per
-pmap site: a site whose finding offers the global view (its fix says the exact rewrite is not
-offered behind it) is counted as such; every other site is put in the group of the blocker its
+pmap site: a site whose finding's fix moves the module to the global view is counted as such; every other site is put in the group of the blocker its
 finding names (``global view not possible: line N: <why>``), or of the reason the site is not
 rewritten at all. Where the finding also says the step itself would compute something else over
 the whole batch (``and with it laid out as a batch, the step still would not compute the same``),
@@ -34,7 +33,7 @@ sys.path.insert(0, str(HERE))
 from corpus import fetched, legacy_corpus  # noqa: E402
 
 REALCODE = Path(os.environ.get("JAXMIGRATE_REALCODE", "~/.cache/jaxmigrate/realcode")).expanduser()
-GLOBAL_VIEW = "exact rewrite is not offered"  # (the global view's fix, with no exact rewrite behind it)
+GLOBAL_VIEW = "to the global view"  # (in the message of JM101's fix that moves the module there)
 BLOCKER = re.compile(r"global view not possible: (?:line \d+: )?(?P<why>.*)", re.S)
 
 SDIST_CACHE = Path("~/.cache/jaxmigrate/sdists").expanduser()
@@ -107,7 +106,7 @@ def survey(path: Path) -> tuple[int, int, Counter, dict[str, str]]:
     example: dict[str, str] = {}
     taken = 0
     for finding in sites:
-        if GLOBAL_VIEW in finding["message"]:
+        if GLOBAL_VIEW in (finding.get("fix") or {}).get("message", ""):
             taken += 1
             continue
         group, why = group_of(finding["message"])
