@@ -1467,3 +1467,30 @@ def test_the_finding_of_a_step_left_unused_names_it_and_offers_no_global_view_fi
     left = by_line["p_eval_step"]
     assert "the global view leaves it: line" in left.message and "never used" in left.message
     assert left.fix is None or not left.fix.whole_module
+
+
+_ONTO_A_MESH = (FIXTURES / "replicated_onto_a_mesh.in.py").read_text()
+_NOT_MADE = "argument 1 of `train_step` (`params`) is not made by a replicate"
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # Not a copy per device: fewer devices, or fewer copies, than pmap maps over.
+    ("Mesh(np.array(devices), (\"d\",))", "Mesh(np.array(devices[:2]), (\"d\",))"),
+    ("[x] * len(devices)", "[x] * 2"),
+    # The copies along another axis than the mesh's, or every copy on every device.
+    ("P(\"d\"))\n", "P(\"e\"))\n"),
+    ("P(\"d\"))\n", "P())\n"),
+    # Not every local device.
+    ("devices = jax.local_devices()", "devices = jax.local_devices()[1:]"),
+])
+def test_copies_laid_out_on_a_mesh_are_a_replication_only_one_per_local_device(old, new):
+    assert_variant_blocks(_ONTO_A_MESH, old, new, "params, loss = train_step(", _NOT_MADE)
+
+
+def test_copies_laid_out_on_a_mesh_of_every_device_are_a_replication_in_one_process():
+    text = _ONTO_A_MESH.replace("devices = jax.local_devices()", "devices = jax.devices()")
+    assert text != _ONTO_A_MESH and plan_global(text).possible, plan_global(text).blocker
+    several = text.replace("    rng = np.random.default_rng(0)\n",
+                           "    rng = np.random.default_rng(jax.process_index())\n")
+    assert several != text
+    assert_blocks_at(several, "params, loss = train_step(", _NOT_MADE)

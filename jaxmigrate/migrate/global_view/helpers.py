@@ -13,7 +13,8 @@ A helper is summarised by what its body does to its one parameter, never by its 
 or a lambda bound to a name, taking one positional parameter, whose body (after assignments that do
 not read the parameter) returns either a tree map over the parameter of a per-leaf expression the
 driving code recognises (``shapes.DeviceAxisShapes.leaf_action``: a broadcast, stack or array
-of ``[x] * n`` onto a leading device-count axis, a device-count reshape, ``x[0]``), or that
+of ``[x] * n`` onto a leading device-count axis, maybe laid out one copy per local device with
+``jax.device_put`` on a mesh, a device-count reshape, ``x[0]``), or that
 expression applied to the parameter itself. The summary is that action: ``replicate``, ``shard`` or
 ``index``; a call of the helper is then rewritten like the call it stands for.
 

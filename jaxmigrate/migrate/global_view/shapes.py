@@ -1,7 +1,8 @@
 """Which expressions add or remove pmap's leading device axis, read from their shapes.
 
 ``(n, -1) + x.shape[1:]`` splits a host batch into one slice per device, ``(n,) + x.shape`` copies
-a value onto every device, ``x[0]`` reads device 0's copy, with n the local device count (a call of
+a value onto every device (``jax.device_put`` of the copies on a mesh of the local devices, one
+per device, too), ``x[0]`` reads device 0's copy, with n the local device count (a call of
 ``jax.local_device_count()`` or a name bound once to one). Shared by the driving code's analysis
 (``driving``) and the summaries of the program's own helpers (``helpers``).
 """
@@ -25,6 +26,11 @@ _NDIMS = frozenset({"jax.numpy.ndim", "numpy.ndim"})
 _DEVICE_PUT_SHARDED, _DEVICE_PUT_REPLICATED = "jax.device_put_sharded", "jax.device_put_replicated"
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _DEVICE_COUNT = frozenset({"jax.device_count", "jax.lib.xla_bridge.device_count"})
+_DEVICE_PUT = "jax.device_put"
+_NAMED_SHARDINGS = frozenset({"jax.sharding.NamedSharding", "jax.NamedSharding"})
+_MESH = "jax.sharding.Mesh"
+_SPECS = frozenset({"jax.sharding.PartitionSpec", "jax.P"})
+_ARRAYS = frozenset({"numpy.array", "numpy.asarray"})
 
 
 class DeviceAxisShapes:
@@ -69,6 +75,12 @@ class DeviceAxisShapes:
             return "replicate"
         if qualified == _DEVICE_PUT_REPLICATED and len(body.args) == 2 and _is_name(body.args[0], x) \
                 and self.is_every_local_device(body.args[1]):
+            return "replicate"
+        # What JAX's migration guide puts for `device_put_replicated` (and today's flax `replicate`
+        # does): the copies laid out one per local device, `jax.device_put(jnp.stack([x] * n),
+        # NamedSharding(Mesh(devices, ("d",)), P("d")))`
+        if qualified == _DEVICE_PUT and len(body.args) == 2 and self.leaf_action(body.args[0], x) == "replicate" \
+                and self.is_split_over_every_local_device(body.args[1]):
             return "replicate"
         return None
 
@@ -261,6 +273,37 @@ class DeviceAxisShapes:
         qualified = self.names.qualified_name(node.func) if isinstance(node, ast.Call) \
             and not node.args and not node.keywords else None
         return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
+
+    def is_split_over_every_local_device(self, node: ast.expr) -> bool:
+        """``NamedSharding(Mesh(devices, ("d",)), P("d"))`` with ``devices`` every local device (maybe
+        in ``np.array(...)``; each part maybe a name bound once to it): a leading axis laid out one
+        slice per local device, as pmap's arguments are. (Their order does not matter to copies.)"""
+        sharding = self._bound(node)
+        if not (self._call_of(sharding, _NAMED_SHARDINGS) and len(sharding.args) == 2):
+            return False
+        mesh, spec = self._bound(sharding.args[0]), self._bound(sharding.args[1])
+        if not (self._call_of(mesh, {_MESH}) and len(mesh.args) == 2
+                and self._call_of(spec, _SPECS) and len(spec.args) == 1):
+            return False
+        devices, axes = self._bound(mesh.args[0]), mesh.args[1]
+        if self._call_of(devices, _ARRAYS) and len(devices.args) == 1:
+            devices = devices.args[0]
+        axis = spec.args[0]
+        return self.is_every_local_device(devices) and isinstance(axes, (ast.Tuple, ast.List)) \
+            and len(axes.elts) == 1 and isinstance(axes.elts[0], ast.Constant) and isinstance(axis, ast.Constant) \
+            and isinstance(axis.value, str) and axes.elts[0].value == axis.value
+
+    def _call_of(self, node: ast.expr, qualified: frozenset[str] | set[str]) -> bool:
+        """``node`` calls one of ``qualified`` with positional arguments only."""
+        return isinstance(node, ast.Call) and not node.keywords and self.names.qualified_name(node.func) in qualified
+
+    def _bound(self, node: ast.expr) -> ast.expr:
+        """What a name bound once (to a value) holds; any other expression itself."""
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
+                return bindings[0].value
+        return node
 
     def _one_process(self) -> bool:
         from jaxmigrate.migrate._pmap_sites import planner_of  # (the planner imports the global view)
