@@ -1494,3 +1494,33 @@ def test_copies_laid_out_on_a_mesh_of_every_device_are_a_replication_in_one_proc
                            "    rng = np.random.default_rng(jax.process_index())\n")
     assert several != text
     assert_blocks_at(several, "params, loss = train_step(", _NOT_MADE)
+
+
+_GIVEN_DEVICES = (FIXTURES / "replicated_by_a_helper_given_devices.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # Called with some of the devices: copies on those only, where pmap's mesh would span them all.
+    ("device_put_replicated(params, devices)", "device_put_replicated(params, devices[:2])"),
+    ("devices = jax.local_devices()", "devices = jax.local_devices()[:2]"),
+    # The copies along another axis than the mesh's.
+    ('jax.sharding.PartitionSpec("_device_put_replicated")', 'jax.sharding.PartitionSpec()'),
+    # A leaf function that does more than lay the copies out.
+    ("        return jax.device_put(jnp.stack([x] * len(devices)), sharding)\n",
+     "        y = jnp.stack([x] * len(devices))\n        return jax.device_put(y, sharding)\n"),
+    # The tree itself read beside the tree map.
+    ("    return jax.tree.map(_device_put_replicated, x)\n",
+     "    print(x)\n    return jax.tree.map(_device_put_replicated, x)\n"),
+])
+def test_a_helper_given_the_device_list_is_a_replication_only_of_every_local_device(old, new):
+    assert_variant_blocks(_GIVEN_DEVICES, old, new, "params, loss = train_step(", _NOT_MADE)
+
+
+def test_a_helper_given_the_device_list_goes_with_the_list_and_the_count_read_only_from_it():
+    new = fix(_GIVEN_DEVICES, set()).split('"""', 2)[2]  # (the code, not the docstring)
+    assert "def device_put_replicated" not in new and "jax.local_devices()" not in new and "len(devices)" not in new
+    assert "params = jax.device_put(params, NamedSharding(" in new
+    # A list read elsewhere too stays; the count only the reshapes read goes.
+    kept = _GIVEN_DEVICES.replace("    losses = []\n", "    losses = []\n    print(devices)\n")
+    assert kept != _GIVEN_DEVICES
+    assert "devices = jax.local_devices()" in fix(kept, set()) and "n = len(devices)" not in fix(kept, set())

@@ -187,3 +187,21 @@ def test_each_module_looked_for_is_recorded_with_its_digest(package):
 
 def test_nothing_is_looked_up_outside_a_file_being_processed():
     assert program_modules.find("utils.replicate") is None
+
+
+def test_a_helper_given_the_device_list_is_read_in_the_module_that_defines_it(project):
+    """JAX's `device_put_replicated` replaced by a helper of the program's `utils.py`, called with
+    every local device: a replication there as in the module itself."""
+    source = (PROGRAM.parent / "replicated_by_a_helper_given_devices.in.py").read_text()
+    start, end = source.index("def device_put_replicated"), source.index("@partial")
+    (project / "utils.py").write_text("import jax\nimport jax.numpy as jnp\nimport numpy as np\n\n\n"
+                                      + source[start:end].rstrip() + "\n")
+    train = source[:start].replace("import numpy as np\n", "import numpy as np\n\nfrom utils import device_put_replicated\n")
+    (project / "train.py").write_text(train + source[end:])
+    result = jaxmigrate("check", "--fix", "--unsafe-fixes", "--no-cache", "train.py")
+    fixed = (project / "train.py").read_text()
+    assert "params = jax.device_put(params, NamedSharding(" in fixed and "jax.pmap" not in fixed, result.output
+    assert "device_put_replicated" in (project / "utils.py").read_text()  # (its other callers may need it)
+    # With some of the devices it is not one.
+    (project / "train.py").write_text((train + source[end:]).replace("(params, devices)", "(params, devices[:2])"))
+    assert "global view not possible" in jaxmigrate("check", "--unsafe-fixes", "--no-cache", "train.py").output

@@ -1240,11 +1240,14 @@ class DriverAnalyzer:
             return KeyedState(method[1]) if method[1] else DREP
         helper = self.helpers.of_call(node)
         if helper is not None:
-            kind = self.expr(arg, env)
+            value = node.args[0]
+            kind = self.expr(value, env)
+            if helper.devices_at is not None:
+                self._host(node.args[helper.devices_at], env)  # (every local device: `of_call` checked)
             if helper.action == "index" and _replicated(kind) or helper.action != "index" and all(
                     leaf == HOST for leaf in _hleaves(kind)):
-                self._edit(node, helper.action, arg, helper)
-                return _per_item(arg, {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action])
+                self._edit(node, helper.action, value, helper)
+                return _per_item(value, {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action])
         reader = self._reader(func)
         if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
                 and all(k.arg is not None for k in node.keywords):

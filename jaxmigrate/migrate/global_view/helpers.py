@@ -11,12 +11,16 @@ flax's::
 
 A helper is summarised by what its body does to its one parameter, never by its name: a ``def``
 or a lambda bound to a name, taking one positional parameter, whose body (after assignments that do
-not read the parameter) returns either a tree map over the parameter of a per-leaf expression the
+not read the parameter, and leaf functions) returns either a tree map over the parameter (of a
+lambda or of a leaf function defined beside it) of a per-leaf expression the
 driving code recognises (``shapes.DeviceAxisShapes.leaf_action``: a broadcast, stack or array
 of ``[x] * n`` onto a leading device-count axis, maybe laid out one copy per local device with
 ``jax.device_put`` on a mesh, a device-count reshape, ``x[0]``), or that
 expression applied to the parameter itself. The summary is that action: ``replicate``, ``shard`` or
-``index``; a call of the helper is then rewritten like the call it stands for.
+``index``; a call of the helper is then rewritten like the call it stands for. A replicate may take
+a second parameter, read as the device list (``device_put_replicated(x, devices)``, as the programs
+that replaced JAX's removed function with one of their own write it): a call of it is the
+helper's only where it passes every local device there.
 
 A helper may live in another module of the program (``from utils import replicate``,
 ``common.unreplicate(state)``): that module is found from the file being checked as Python's import
@@ -47,6 +51,9 @@ class Helper:
     statement: ast.stmt | None  # the def, or the assignment binding the lambda (None: another module's)
     action: str  # replicate | shard | index
     defined_in: str | None = None  # the file of another module that defines it
+    # The position of a parameter it takes as its device list (`device_put_replicated(x, devices)`):
+    # a call is the helper's only where it passes every local device there.
+    devices_at: int | None = None
 
 
 class HelperSummaries:
@@ -54,13 +61,17 @@ class HelperSummaries:
 
     def __init__(self, module) -> None:
         self.module = module
-        self.leaf_action = DeviceAxisShapes(module).leaf_action
-        self._summaries: dict[int, str | None] = {}
+        self.shapes = DeviceAxisShapes(module)
+        self.leaf_action = self.shapes.leaf_action
+        self._summaries: dict[int, tuple[str, int | None] | None] = {}
 
     def of_call(self, call: ast.Call) -> Helper | None:
-        if not (len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)):
+        if call.keywords or len(call.args) not in (1, 2) or any(isinstance(a, ast.Starred) for a in call.args):
             return None
-        return self.of_function(call.func)
+        helper = self.of_function(call.func)
+        if helper is None or helper.devices_at != (1 if len(call.args) == 2 else None):
+            return None
+        return helper if helper.devices_at is None or self.shapes.is_every_local_device(call.args[1]) else None
 
     def of_function(self, func: ast.expr) -> Helper | None:
         """The helper ``func`` names (called, or given to ``map``)."""
@@ -116,8 +127,8 @@ class HelperSummaries:
             return None
         if id(fn) not in self._summaries:
             self._summaries[id(fn)] = self._summarise(fn)
-        action = self._summaries[id(fn)]
-        return Helper(name, fn, statement, action) if action else None
+        summary = self._summaries[id(fn)]
+        return Helper(name, fn, statement, summary[0], devices_at=summary[1]) if summary else None
 
     def replicate_method(self, call: ast.Call) -> tuple[Helper, tuple[str, ...]] | None:
         """``state.replicate()`` of an object a class of this module makes, whose method of that
@@ -201,30 +212,51 @@ class HelperSummaries:
         if helper is None:
             return None
         short = func.id if isinstance(func, ast.Name) else ast.unparse(func)
-        return Helper(short, None, None, helper.action, str(found.path))
+        return Helper(short, None, None, helper.action, str(found.path), helper.devices_at)
 
-    def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> str | None:
-        param = only_parameter(fn.args)
-        if param is None:
-            return None
+    def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> tuple[str, int | None] | None:
+        """(what the helper does, the position of its device list parameter or None), or None."""
         if isinstance(fn, ast.Lambda):
-            return self._action(fn.body, param)
-        if fn.decorator_list:
+            param = only_parameter(fn.args)
+            action = self._action(fn.body, param, self.shapes) if param is not None else None
+            return (action, None) if action else None
+        params = _plain_parameters(fn.args)
+        if fn.decorator_list or params is None or len(params) not in (1, 2):
             return None
+        # A second parameter is read as the device list JAX's `device_put_replicated` took: its
+        # calls are the helper's only where they pass every local device (`of_call`).
+        shapes, devices_at = (self.shapes, None) if len(params) == 1 else (
+            DeviceAxisShapes(self.module, frozenset({id(fn.args.args[1])})), 1)
         body = _without_docstring(fn.body)
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             return None
-        if not _computed_aside(body[:-1], param):
+        if not _computed_aside(body[:-1], params[0]):
             return None
-        return self._action(body[-1].value, param)
+        leaves = {s.name: s for s in body[:-1] if isinstance(s, ast.FunctionDef)}
+        action = self._action(body[-1].value, params[0], shapes, leaves)
+        if action is None or devices_at is not None and action != "replicate":
+            return None
+        return action, devices_at
 
-    def _action(self, result: ast.expr, param: str) -> str | None:
+    def _action(self, result: ast.expr, param: str, shapes: DeviceAxisShapes,
+                leaves: dict[str, ast.FunctionDef] | None = None) -> str | None:
+        """What ``result`` does to ``param``: the leaf action of a tree map over it of a lambda or
+        of a leaf function defined beside it (``leaves``), or of ``result`` itself."""
         if isinstance(result, ast.Call) and self.module.names.qualified_name(result.func) in TREE_MAPS \
-                and len(result.args) == 2 and not result.keywords and isinstance(result.args[0], ast.Lambda) \
+                and len(result.args) == 2 and not result.keywords \
                 and isinstance(result.args[1], ast.Name) and result.args[1].id == param:
-            leaf = only_parameter(result.args[0].args)
-            return self.leaf_action(result.args[0].body, leaf) if leaf is not None else None
-        return self.leaf_action(result, param)
+            fn = result.args[0]
+            if isinstance(fn, ast.Name) and leaves and fn.id in leaves:
+                body = _without_docstring(leaves[fn.id].body)
+                if leaves[fn.id].decorator_list or len(body) != 1 or not isinstance(body[0], ast.Return) \
+                        or body[0].value is None:
+                    return None
+                fn = ast.Lambda(args=leaves[fn.id].args, body=body[0].value)  # (its one return, read as one)
+            if not isinstance(fn, ast.Lambda):
+                return None
+            leaf = only_parameter(fn.args)
+            return shapes.leaf_action(fn.body, leaf) if leaf is not None else None
+        return shapes.leaf_action(result, param)
 
 
 
@@ -311,14 +343,31 @@ def only_parameter(args: ast.arguments) -> str | None:
     return args.args[0].arg
 
 
+def _plain_parameters(args: ast.arguments) -> list[str] | None:
+    """The names of a function's positional parameters, when it takes nothing else and no defaults."""
+    if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
+        return None
+    return [a.arg for a in args.args]
+
+
 def _computed_aside(statements: list[ast.stmt], param: str) -> bool:
     """Only host values computed aside (``n = jax.local_device_count()``): assignments to names
-    other than ``param`` that do not read it, so the parameter flows through the returned
-    expression alone."""
-    return all(isinstance(statement, ast.Assign)
-               and all(isinstance(t, ast.Name) and t.id != param for t in statement.targets)
-               and not any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(statement.value))
-               for statement in statements)
+    other than ``param`` that do not read it, and leaf functions (a ``def`` that does not read it:
+    its own parameter of that name is another variable), so the parameter flows through the
+    returned expression alone."""
+    def reads(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(node))
+
+    for statement in statements:
+        if isinstance(statement, ast.FunctionDef) and statement.name != param and not statement.decorator_list:
+            if param not in (_plain_parameters(statement.args) or []) and any(reads(s) for s in statement.body):
+                return False
+            continue
+        if not (isinstance(statement, ast.Assign)
+                and all(isinstance(t, ast.Name) and t.id != param for t in statement.targets)
+                and not reads(statement.value)):
+            return False
+    return True
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:

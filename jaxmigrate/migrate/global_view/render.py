@@ -37,6 +37,7 @@ from jaxmigrate.migrate.global_view.options import (
 )
 from jaxmigrate.migrate.global_view.objects import method_of, self_attribute
 from jaxmigrate.migrate.global_view.one_mesh import MeshPassing, pass_one_mesh
+from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
 
@@ -327,28 +328,36 @@ class Builder:
                     if isinstance(binding, ValueBinding):
                         loads.setdefault(id(binding.value), []).append(node)
         axes = {step.axis for step in self.steps.values()}
-        for node in self.module.of_type(ast.Assign):
-            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-                continue
-            value = node.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in axes:
-                spans = rewritten
-            elif (isinstance(value, ast.Call) and not value.args
-                    and self.module.names.qualified_name(value.func) == "jax.local_device_count"
-                    or isinstance(value, ast.Tuple)
-                    and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
-                spans = replaced
-            else:
-                continue
-            if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
-                continue
-            if any(start <= self.module.span(node)[0] < end for start, end in removed):
-                continue  # goes with the helper it is in
-            uses = loads.get(id(value), [])
-            if uses and all(any(start <= self.module.span(u)[0] < end for start, end in spans) for u in uses):
-                # the first statement of a block goes with the blank lines after it: no block opens blank
-                body = getattr(self.module.parent_of(node), "body", None)
-                self._delete_lines(node, blank_after=bool(body) and body[0] is node)
+        shapes = DeviceAxisShapes(self.module)
+        deleted: list[tuple[int, int]] = []  # (a device list read only by a count that goes, goes after it)
+        pending = [node for node in self.module.of_type(ast.Assign)
+                   if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)]
+        while pending:
+            kept = []
+            for node in pending:
+                value = node.value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in axes:
+                    spans = rewritten
+                elif (isinstance(value, ast.Call) and (shapes.is_device_count(value) or not value.args
+                                                       and shapes.is_every_local_device(value))
+                        or isinstance(value, ast.Tuple)
+                        and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
+                    spans = replaced + deleted
+                else:
+                    continue
+                if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
+                    continue
+                if any(start <= self.module.span(node)[0] < end for start, end in removed):
+                    continue  # goes with the helper it is in
+                uses = loads.get(id(value), [])
+                if uses and all(any(start <= self.module.span(u)[0] < end for start, end in spans) for u in uses):
+                    # the first statement of a block goes with the blank lines after it: no block opens blank
+                    body = getattr(self.module.parent_of(node), "body", None)
+                    self._delete_lines(node, blank_after=bool(body) and body[0] is node)
+                    deleted.append(self.module.span(node))
+                else:
+                    kept.append(node)
+            pending = kept if len(kept) < len(pending) else []
 
     def _step(self, app: Application) -> None:
         func, bound, factory, returned, holder, entry = app.mapped, {}, None, None, None, None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.migrate._plan import literal_int
-from jaxmigrate.names import ValueBinding
+from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 # Functions that make one array of a list of equal arrays along a new leading axis.
@@ -36,9 +36,12 @@ _ARRAYS = frozenset({"numpy.array", "numpy.asarray"})
 class DeviceAxisShapes:
     """The shape patterns of one module (names resolved with its resolver)."""
 
-    def __init__(self, module) -> None:
+    def __init__(self, module, devices: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.names = module.names
+        # Parameters (their ``ast.arg`` ids) read as every local device: a helper's device list,
+        # which its calls are checked to pass (``helpers.Helper.devices_at``).
+        self.devices = devices
 
     def tree_map_action(self, fn: ast.Lambda) -> str | None:
         if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
@@ -265,6 +268,8 @@ class DeviceAxisShapes:
         the devices pmap maps over, in its order."""
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
+            if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.devices:
+                return True
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and not isinstance(
                 bindings[0].value, ast.Name) and self.is_every_local_device(bindings[0].value)
         if isinstance(node, ast.Call) and self.names.builtin(node.func) == "list" \
