@@ -1524,3 +1524,26 @@ def test_a_helper_given_the_device_list_goes_with_the_list_and_the_count_read_on
     kept = _GIVEN_DEVICES.replace("    losses = []\n", "    losses = []\n    print(devices)\n")
     assert kept != _GIVEN_DEVICES
     assert "devices = jax.local_devices()" in fix(kept, set()) and "n = len(devices)" not in fix(kept, set())
+
+
+_LEAF_FUNCTION = (FIXTURES / "replicated_by_a_leaf_function.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # The leaf function changes the values, not only their type.
+    ("        x = jnp.asarray(x)\n", "        x = jnp.asarray(x) * 2\n"),
+    ("        x = jnp.asarray(x)\n", "        x = jnp.asarray(x)\n        print(x)\n"),
+])
+def test_a_leaf_function_is_read_as_its_return_only_after_making_the_leaf_an_array(old, new):
+    assert_variant_blocks(_LEAF_FUNCTION, old, new, "params, loss = train_step(",
+                          "argument 1 of `train_step` (`params`) is not made by a replicate")
+
+
+def test_a_copy_other_than_device_zeros_fetched_to_the_host_is_not_an_unreplicate():
+    assert_variant_blocks(_LEAF_FUNCTION, "jax.device_get(x[0])", "jax.device_get(x[1])",
+                          "return jax.tree.map(lambda x: jax.device_get(x[1]), tree)", "has pmap's device axis here")
+
+
+def test_device_zeros_copies_fetched_by_a_helper_are_the_replicated_values_fetched():
+    new = fix(_LEAF_FUNCTION, set())
+    assert "history.append(jax.device_get(loss))" in new and "host_params = jax.device_get(params)" in new

@@ -72,6 +72,8 @@ OLD["global_replicated_together"] = REPO / "fixtures" / "migrate" / "to_global_j
 OLD["global_replicated_onto_a_mesh"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "replicated_onto_a_mesh.in.py"
 OLD["global_replicated_by_a_helper_given_devices"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                                      / "replicated_by_a_helper_given_devices.in.py")
+OLD["global_replicated_by_a_leaf_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
+                                              / "replicated_by_a_leaf_function.in.py")
 OLD["global_replicated_metrics_logged"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
                                           / "replicated_metrics_logged.in.py")
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
@@ -112,7 +114,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_pad_wrapper_kept": "['params']", "global_metrics_averaged_on_the_host": "['params']",
           "global_replicated_together": "['params']", "global_replicated_metrics_logged": "['params']",
           "global_replicated_onto_a_mesh": "['params']",
-          "global_replicated_by_a_helper_given_devices": "['params']"}
+          "global_replicated_by_a_helper_given_devices": "['params']",
+          "global_replicated_by_a_leaf_function": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -339,7 +342,8 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
 @pytest.mark.parametrize("case", ["global_step_on_an_object", "global_step_from_factory", "global_keyword_arguments",
                                   "global_hugging_face_train_state", "global_closure_reads_replicated_state",
                                   "global_padded_evaluation", "global_replicated_metrics_logged",
-                                  "global_replicated_onto_a_mesh", "global_replicated_by_a_helper_given_devices"])
+                                  "global_replicated_onto_a_mesh", "global_replicated_by_a_helper_given_devices",
+                                  "global_replicated_by_a_leaf_function"])
 def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
     """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
     for pmap becomes a global array with make_array_from_process_local_data, and every process gets

@@ -132,6 +132,8 @@ PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 # Calls that run a function as the program, with the command line (host values) for arguments.
 APP_RUN = frozenset({"absl.app.run", "fire.Fire"})
+# The leaf actions that read device 0's copy: on the device, or fetched to the host.
+_READS_DEVICE_ZERO = frozenset({"index", "fetch"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 # Calls that only write their arguments out: ``print``, the ``logging`` and ``absl.logging``
 # functions, and those methods of a logger the module gets from ``logging.getLogger``.
@@ -1244,10 +1246,10 @@ class DriverAnalyzer:
             kind = self.expr(value, env)
             if helper.devices_at is not None:
                 self._host(node.args[helper.devices_at], env)  # (every local device: `of_call` checked)
-            if helper.action == "index" and _replicated(kind) or helper.action != "index" and all(
-                    leaf == HOST for leaf in _hleaves(kind)):
+            reads = helper.action in _READS_DEVICE_ZERO
+            if reads and _replicated(kind) or not reads and all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, helper.action, value, helper)
-                return _per_item(value, {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[helper.action])
+                return _per_item(value, HOST if reads else {"replicate": DREP, "shard": self._sharded(node)}[helper.action])
         reader = self._reader(func)
         if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
                 and all(k.arg is not None for k in node.keywords):
@@ -1314,9 +1316,9 @@ class DriverAnalyzer:
                 if isinstance(node.args[0], ast.Lambda) else None
             kind = self.expr(node.args[1], env)
             host = all(leaf == HOST for leaf in _hleaves(kind))
-            if action == "index" and _replicated(kind) or action in ("replicate", "shard") and host:
+            if action in _READS_DEVICE_ZERO and _replicated(kind) or action in ("replicate", "shard") and host:
                 self._edit(node, action, node.args[1], helper=leaf)
-                return {"index": HOST, "replicate": DREP, "shard": self._sharded(node)}[action]
+                return HOST if action in _READS_DEVICE_ZERO else {"replicate": DREP, "shard": self._sharded(node)}[action]
         copied = _copied_name(node)  # `jnp.broadcast_to(w, (n,) + w.shape)`, `np.stack([w] * n)`
         if copied is not None and self.shapes.leaf_action(node, copied.id) == "replicate" \
                 and self.expr(copied, env) == HOST:

@@ -40,6 +40,7 @@ from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
 _REPLICATE = "flax.jax_utils.replicate"
+_AS_ARRAY = frozenset({"jax.numpy.asarray", "numpy.asarray"})
 _SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 
 @dataclass(frozen=True, eq=False)
@@ -238,6 +239,22 @@ class HelperSummaries:
             return None
         return action, devices_at
 
+    def _leaf_function(self, fn: ast.FunctionDef) -> ast.Lambda | None:
+        """A leaf function ``def`` read as the lambda of its return: one return, maybe after the
+        leaf made an array of itself (``x = jnp.asarray(x)``, the values it holds)."""
+        body = _without_docstring(fn.body)
+        leaf = only_parameter(fn.args)
+        if fn.decorator_list or leaf is None or not body or not isinstance(body[-1], ast.Return) \
+                or body[-1].value is None:
+            return None
+        for statement in body[:-1]:
+            value = statement.value if isinstance(statement, ast.Assign) else None
+            if not (isinstance(value, ast.Call) and len(statement.targets) == 1
+                    and _is_name(statement.targets[0], leaf) and len(value.args) == 1 and not value.keywords
+                    and _is_name(value.args[0], leaf) and self.module.names.qualified_name(value.func) in _AS_ARRAY):
+                return None
+        return ast.Lambda(args=fn.args, body=body[-1].value)
+
     def _action(self, result: ast.expr, param: str, shapes: DeviceAxisShapes,
                 leaves: dict[str, ast.FunctionDef] | None = None) -> str | None:
         """What ``result`` does to ``param``: the leaf action of a tree map over it of a lambda or
@@ -247,11 +264,10 @@ class HelperSummaries:
                 and isinstance(result.args[1], ast.Name) and result.args[1].id == param:
             fn = result.args[0]
             if isinstance(fn, ast.Name) and leaves and fn.id in leaves:
-                body = _without_docstring(leaves[fn.id].body)
-                if leaves[fn.id].decorator_list or len(body) != 1 or not isinstance(body[0], ast.Return) \
-                        or body[0].value is None:
-                    return None
-                fn = ast.Lambda(args=leaves[fn.id].args, body=body[0].value)  # (its one return, read as one)
+                # (a replicate's: a split in a leaf function is a ``Preparer``'s, whose preparation stays)
+                fn = self._leaf_function(leaves[fn.id])
+                leaf = only_parameter(fn.args) if fn is not None else None
+                return "replicate" if leaf is not None and shapes.leaf_action(fn.body, leaf) == "replicate" else None
             if not isinstance(fn, ast.Lambda):
                 return None
             leaf = only_parameter(fn.args)
@@ -375,6 +391,10 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
             and isinstance(body[0].value.value, str):
         return body[1:]
     return list(body)
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _is_attribute_of(node: ast.expr, owner: str, attr: str) -> bool:

@@ -822,6 +822,10 @@ class Builder:
         elif edit.iterator:  # `np.array(chain(*mask))`: an iterator over the rows, as chain was
             self._around(edit, "iter(", ")")
             self._drop_import(edit.node.func)
+        elif edit.action == "fetch":  # device 0's copies on the host: the replicated value's, from any process
+            self._around(edit, f"{jax}.device_get(", ")")
+            if isinstance(edit.node, ast.Call):
+                self._drop_import(edit.node.func)
         elif edit.action == "index" and self._on_some_processes(edit.node) and not self._read_on_the_host(edit):
             # pmap's copy was on this process's first device. The global array spans every
             # process, and a computation on it that only some processes run breaks JAX's

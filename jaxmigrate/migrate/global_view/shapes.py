@@ -50,10 +50,13 @@ class DeviceAxisShapes:
 
     def leaf_action(self, body: ast.expr, x: str) -> str | None:
         """What ``body`` does to the array ``x`` about pmap's device axis: ``index`` (``x[0]``),
-        ``shard`` (a device-count reshape), ``replicate`` (``x`` copied onto a leading axis of the
+        ``fetch`` (``jax.device_get(x[0])``), ``shard`` (a device-count reshape), ``replicate`` (``x`` copied onto a leading axis of the
         local device count), or None."""
         if isinstance(body, ast.Subscript) and _is_name(body.value, x) and is_zero(body.slice):
             return "index"
+        if isinstance(body, ast.Call) and len(body.args) == 1 and not body.keywords \
+                and self.names.qualified_name(body.func) == "jax.device_get" and self.leaf_action(body.args[0], x) == "index":
+            return "fetch"  # `jax.device_get(x[0])`: device 0's copy, on the host
         if isinstance(body, ast.Call) and self._is_repeat(body, x):
             return "replicate"
         if not isinstance(body, ast.Call) or body.keywords:
@@ -264,17 +267,17 @@ class DeviceAxisShapes:
 
     def is_every_local_device(self, node: ast.expr) -> bool:
         """``jax.local_devices()`` (``jax.devices()`` in a module of one process), maybe in
-        ``list(...)`` (jraph replicates onto ``list(jax.devices())``), or a name bound once to it:
-        the devices pmap maps over, in its order."""
+        ``list(...)`` (jraph replicates onto ``list(jax.devices())``) or ``np.array(...)`` (a mesh's
+        devices), or a name bound once to it: the devices pmap maps over, in its order."""
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
             if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.devices:
                 return True
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and not isinstance(
                 bindings[0].value, ast.Name) and self.is_every_local_device(bindings[0].value)
-        if isinstance(node, ast.Call) and self.names.builtin(node.func) == "list" \
-                and len(node.args) == 1 and not node.keywords:
-            node = node.args[0]
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and (
+                self.names.builtin(node.func) == "list" or self.names.qualified_name(node.func) in _ARRAYS):
+            return self.is_every_local_device(node.args[0])
         qualified = self.names.qualified_name(node.func) if isinstance(node, ast.Call) \
             and not node.args and not node.keywords else None
         return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
@@ -290,10 +293,7 @@ class DeviceAxisShapes:
         if not (self._call_of(mesh, {_MESH}) and len(mesh.args) == 2
                 and self._call_of(spec, _SPECS) and len(spec.args) == 1):
             return False
-        devices, axes = self._bound(mesh.args[0]), mesh.args[1]
-        if self._call_of(devices, _ARRAYS) and len(devices.args) == 1:
-            devices = devices.args[0]
-        axis = spec.args[0]
+        devices, axes, axis = mesh.args[0], mesh.args[1], spec.args[0]
         return self.is_every_local_device(devices) and isinstance(axes, (ast.Tuple, ast.List)) \
             and len(axes.elts) == 1 and isinstance(axes.elts[0], ast.Constant) and isinstance(axis, ast.Constant) \
             and isinstance(axis.value, str) and axes.elts[0].value == axis.value
