@@ -1547,3 +1547,18 @@ def test_a_copy_other_than_device_zeros_fetched_to_the_host_is_not_an_unreplicat
 def test_device_zeros_copies_fetched_by_a_helper_are_the_replicated_values_fetched():
     new = fix(_LEAF_FUNCTION, set())
     assert "history.append(jax.device_get(loss))" in new and "host_params = jax.device_get(params)" in new
+
+
+@pytest.mark.parametrize(("count", "taken"), [
+    ("num_devices", True),
+    ("jax.local_device_count()", True),
+    ("len(jax.local_devices())", True),
+    ("jax.device_count()", True),  # (in one process)
+    ("2", False),
+    ("num_devices // 2", False),
+])
+def test_a_split_helper_given_the_device_count_is_a_split_only_of_the_local_device_count(count, taken):
+    text = _LEAF_FUNCTION.replace("shard_batch(tokens, num_devices)", f"shard_batch(tokens, {count})")
+    assert plan_global(text).possible == taken, plan_global(text).blocker
+    if not taken:
+        assert_blocks_at(text, "params, loss = train_step(", "argument 2 of `train_step` (`tokens_b`) is not made by")

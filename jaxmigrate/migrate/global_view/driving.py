@@ -1244,8 +1244,8 @@ class DriverAnalyzer:
         if helper is not None:
             value = node.args[0]
             kind = self.expr(value, env)
-            if helper.devices_at is not None:
-                self._host(node.args[helper.devices_at], env)  # (every local device: `of_call` checked)
+            if helper.takes is not None:
+                self._host(node.args[1], env)  # (every local device, or their count: `of_call` checked)
             reads = helper.action in _READS_DEVICE_ZERO
             if reads and _replicated(kind) or not reads and all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, helper.action, value, helper)
@@ -1635,7 +1635,8 @@ class DriverAnalyzer:
                 and not any(isinstance(a, ast.Starred) for a in node.args)):
             return None
         helper = self.helpers.of_function(node.args[0])
-        if helper is not None and helper.action == "shard" or self._qualified(node.args[0]) in SHARD:
+        if helper is not None and helper.action == "shard" and helper.takes is None \
+                or self._qualified(node.args[0]) in SHARD:
             return helper, None
         preparer = batch_preparer(self.module, self.shapes, node.args[0])
         return (None, preparer) if preparer is not None else None

@@ -52,9 +52,10 @@ class Helper:
     statement: ast.stmt | None  # the def, or the assignment binding the lambda (None: another module's)
     action: str  # replicate | shard | index
     defined_in: str | None = None  # the file of another module that defines it
-    # The position of a parameter it takes as its device list (`device_put_replicated(x, devices)`):
-    # a call is the helper's only where it passes every local device there.
-    devices_at: int | None = None
+    # What its second parameter is, if it takes one: "devices", the device list
+    # (`device_put_replicated(x, devices)`), or "count", the device count (`shard(x, n)`). A call
+    # is the helper's only where it passes every local device, or their count, there.
+    takes: str | None = None
 
 
 class HelperSummaries:
@@ -70,9 +71,12 @@ class HelperSummaries:
         if call.keywords or len(call.args) not in (1, 2) or any(isinstance(a, ast.Starred) for a in call.args):
             return None
         helper = self.of_function(call.func)
-        if helper is None or helper.devices_at != (1 if len(call.args) == 2 else None):
+        if helper is None or (helper.takes is None) != (len(call.args) == 1):
             return None
-        return helper if helper.devices_at is None or self.shapes.is_every_local_device(call.args[1]) else None
+        if helper.takes == "devices" and not self.shapes.is_every_local_device(call.args[1]) \
+                or helper.takes == "count" and not self.shapes.is_device_count(call.args[1]):
+            return None
+        return helper
 
     def of_function(self, func: ast.expr) -> Helper | None:
         """The helper ``func`` names (called, or given to ``map``)."""
@@ -129,7 +133,7 @@ class HelperSummaries:
         if id(fn) not in self._summaries:
             self._summaries[id(fn)] = self._summarise(fn)
         summary = self._summaries[id(fn)]
-        return Helper(name, fn, statement, summary[0], devices_at=summary[1]) if summary else None
+        return Helper(name, fn, statement, summary[0], takes=summary[1]) if summary else None
 
     def replicate_method(self, call: ast.Call) -> tuple[Helper, tuple[str, ...]] | None:
         """``state.replicate()`` of an object a class of this module makes, whose method of that
@@ -213,10 +217,10 @@ class HelperSummaries:
         if helper is None:
             return None
         short = func.id if isinstance(func, ast.Name) else ast.unparse(func)
-        return Helper(short, None, None, helper.action, str(found.path), helper.devices_at)
+        return Helper(short, None, None, helper.action, str(found.path), helper.takes)
 
-    def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> tuple[str, int | None] | None:
-        """(what the helper does, the position of its device list parameter or None), or None."""
+    def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> tuple[str, str | None] | None:
+        """(what the helper does, what its second parameter is: ``Helper.takes``), or None."""
         if isinstance(fn, ast.Lambda):
             param = only_parameter(fn.args)
             action = self._action(fn.body, param, self.shapes) if param is not None else None
@@ -224,20 +228,24 @@ class HelperSummaries:
         params = _plain_parameters(fn.args)
         if fn.decorator_list or params is None or len(params) not in (1, 2):
             return None
-        # A second parameter is read as the device list JAX's `device_put_replicated` took: its
-        # calls are the helper's only where they pass every local device (`of_call`).
-        shapes, devices_at = (self.shapes, None) if len(params) == 1 else (
-            DeviceAxisShapes(self.module, frozenset({id(fn.args.args[1])})), 1)
         body = _without_docstring(fn.body)
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             return None
         if not _computed_aside(body[:-1], params[0]):
             return None
         leaves = {s.name: s for s in body[:-1] if isinstance(s, ast.FunctionDef)}
-        action = self._action(body[-1].value, params[0], shapes, leaves)
-        if action is None or devices_at is not None and action != "replicate":
-            return None
-        return action, devices_at
+        if len(params) == 1:
+            action = self._action(body[-1].value, params[0], self.shapes, leaves)
+            return (action, None) if action else None
+        # A second parameter is read as the device list JAX's `device_put_replicated` took, or as
+        # the device count a split or copies take: its calls are the helper's only where they pass
+        # that (`of_call`).
+        second = frozenset({id(fn.args.args[1])})
+        if self._action(body[-1].value, params[0], DeviceAxisShapes(self.module, devices=second), leaves) \
+                == "replicate":
+            return "replicate", "devices"
+        action = self._action(body[-1].value, params[0], DeviceAxisShapes(self.module, counts=second), leaves)
+        return (action, "count") if action in ("replicate", "shard") else None
 
     def _leaf_function(self, fn: ast.FunctionDef) -> ast.Lambda | None:
         """A leaf function ``def`` read as the lambda of its return: one return, maybe after the

@@ -36,12 +36,13 @@ _ARRAYS = frozenset({"numpy.array", "numpy.asarray"})
 class DeviceAxisShapes:
     """The shape patterns of one module (names resolved with its resolver)."""
 
-    def __init__(self, module, devices: frozenset[int] = frozenset()) -> None:
+    def __init__(self, module, devices: frozenset[int] = frozenset(), counts: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.names = module.names
-        # Parameters (their ``ast.arg`` ids) read as every local device: a helper's device list,
-        # which its calls are checked to pass (``helpers.Helper.devices_at``).
+        # Parameters (their ``ast.arg`` ids) read as every local device, or as their count: a
+        # helper's, which its calls are checked to pass (``helpers.Helper.takes``).
         self.devices = devices
+        self.counts = counts
 
     def tree_map_action(self, fn: ast.Lambda) -> str | None:
         if len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwonlyargs:
@@ -232,6 +233,8 @@ class DeviceAxisShapes:
             return self.is_every_local_device(node.args[0])
         if isinstance(node, ast.Name):
             bindings = self.names.bindings(node)
+            if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.counts:
+                return True
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.is_device_count(
                 bindings[0].value)
         return False
