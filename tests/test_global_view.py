@@ -1562,3 +1562,26 @@ def test_a_split_helper_given_the_device_count_is_a_split_only_of_the_local_devi
     assert plan_global(text).possible == taken, plan_global(text).blocker
     if not taken:
         assert_blocks_at(text, "params, loss = train_step(", "argument 2 of `train_step` (`tokens_b`) is not made by")
+
+
+def _split_in_a_function(count: str, name: str = "_step_once") -> str:
+    """The leaf-function fixture with the split in a function of the module given the count."""
+    text = _LEAF_FUNCTION.replace(
+        "def main():\n",
+        f"def {name}(params, tokens, targets, count):\n"
+        "    return train_step(params, shard_batch(tokens, count), shard_batch(targets, count))\n\n\n"
+        "def main():\n").replace(
+        "        tokens_b = shard_batch(tokens, num_devices)\n        targets_b = shard_batch(targets, num_devices)\n"
+        "        params, loss = train_step(params, tokens_b, targets_b)\n",
+        f"        params, loss = {name}(params, tokens, targets, {count})\n")
+    assert text.count(f"{name}(") == 2
+    return text
+
+
+def test_a_count_a_function_is_given_at_every_call_is_the_device_count():
+    assert plan_global(_split_in_a_function("num_devices")).possible, plan_global(_split_in_a_function("num_devices")).blocker
+    assert plan_global(_split_in_a_function("count=num_devices")).possible
+    # Another count at a call, or a public function of a module another may import (not a script).
+    assert_blocks_at(_split_in_a_function("2"), "return train_step(params, shard_batch(", "argument 2 of `train_step`")
+    library = _split_in_a_function("num_devices", "step_once").replace('\n\nif __name__ == "__main__":\n    print(main())\n', "\n")
+    assert_blocks_at(library, "return train_step(params, shard_batch(", "argument 2 of `train_step`")

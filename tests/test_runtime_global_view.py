@@ -503,6 +503,28 @@ def test_a_step_never_used_keeps_pmap_while_the_step_beside_it_moves_and_matches
     assert report.equal, render_text(report)
 
 
+def test_batches_split_by_a_count_a_function_is_given_match_pmap(tmp_path):
+    """The masked-LM helpers' program with its split in a function of the module, given the device
+    count at its one call (`_step_once(params, tokens, targets, num_devices)`): the split is laid
+    out as a global batch there, and the results are pmap's."""
+    text = OLD["global_replicated_by_a_leaf_function"].read_text()
+    changed = text.replace(
+        "def main():\n",
+        "def _step_once(params, tokens, targets, count):\n"
+        "    return train_step(params, shard_batch(tokens, count), shard_batch(targets, count))\n\n\n"
+        "def main():\n").replace(
+        "        tokens_b = shard_batch(tokens, num_devices)\n        targets_b = shard_batch(targets, num_devices)\n"
+        "        params, loss = train_step(params, tokens_b, targets_b)\n",
+        "        params, loss = _step_once(params, tokens, targets, num_devices)\n")
+    assert changed.count("_step_once(") == 2
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    assert "make_array_from_process_local_data" in new.read_text() and "def shard_batch" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
+
 @pytest.mark.parametrize("loss", ["jnp.sum((x @ params) ** 2) / len(x)", "sum(jnp.sum((x @ params) ** 2, axis=1)) / x.shape[0]"])
 def test_a_mean_written_out_another_way_matches_pmap(loss, tmp_path, legacy_python):
     """`len(x)` and Python's `sum` over the rows: a per-shard sum over the device's rows, on the

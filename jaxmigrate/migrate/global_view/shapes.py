@@ -3,7 +3,7 @@
 ``(n, -1) + x.shape[1:]`` splits a host batch into one slice per device, ``(n,) + x.shape`` copies
 a value onto every device (``jax.device_put`` of the copies on a mesh of the local devices, one
 per device, too), ``x[0]`` reads device 0's copy, with n the local device count (a call of
-``jax.local_device_count()`` or a name bound once to one). Shared by the driving code's analysis
+``jax.local_device_count()``, a name bound once to one, or a parameter every call gives one). Shared by the driving code's analysis
 (``driving``) and the summaries of the program's own helpers (``helpers``).
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.core.flow import reads_of
+from jaxmigrate.core.module import is_script
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -221,10 +223,11 @@ class DeviceAxisShapes:
                 return False
         return True
 
-    def is_device_count(self, node: ast.expr) -> bool:
-        """``jax.local_device_count()`` (``len(jax.local_devices())``), or a name bound once to it;
-        in a module that shows no sign of running as several processes, ``jax.device_count()`` too
-        (JAX's own pmap example reads ``xla_bridge.device_count()``)."""
+    def is_device_count(self, node: ast.expr, _seen: frozenset[int] = frozenset()) -> bool:
+        """``jax.local_device_count()`` (``len(jax.local_devices())``), or a name bound once to it
+        (a parameter every call gives one: ``_given_always``); in a module that shows no sign of
+        running as several processes, ``jax.device_count()`` too (JAX's own pmap example reads
+        ``xla_bridge.device_count()``)."""
         if isinstance(node, ast.Call) and not node.args and not node.keywords:
             qualified = self.names.qualified_name(node.func)
             return qualified == LOCAL_DEVICE_COUNT or qualified in _DEVICE_COUNT and self._one_process()
@@ -235,9 +238,35 @@ class DeviceAxisShapes:
             bindings = self.names.bindings(node)
             if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.counts:
                 return True
+            if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and isinstance(bindings[0].node, ast.arg):
+                return self._given_always(bindings[0].node, self.is_device_count, _seen)
             return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and self.is_device_count(
-                bindings[0].value)
+                bindings[0].value, _seen)
         return False
+
+    def _given_always(self, param: ast.arg, check, seen: frozenset[int]) -> bool:
+        """Whether every call of the function that takes ``param`` passes a value ``check`` takes
+        there (``_run_val(p_val_step, state, batches, num_devices)``, ``num_devices`` the local
+        device count): a function of this module that is only called, by name, positionally or by
+        keyword, that no other module may call (nested, private or in a script)."""
+        fn = self.module.parent_of(self.module.parent_of(param))
+        if not isinstance(fn, ast.FunctionDef) or fn.decorator_list or id(param) in seen \
+                or param not in fn.args.args[:len(fn.args.args) - len(fn.args.defaults)]:
+            return False
+        if self.module.parent_of(fn) is self.module.tree and not fn.name.startswith("_") and not is_script(self.module):
+            return False
+        position, calls = fn.args.args.index(param), []
+        for read in reads_of(self.module, fn.name, fn):
+            call = self.module.parent_of(read)
+            if not (isinstance(call, ast.Call) and call.func is read) or any(isinstance(a, ast.Starred) for a in call.args) \
+                    or any(k.arg is None for k in call.keywords):
+                return False
+            given = call.args[position] if position < len(call.args) else next(
+                (k.value for k in call.keywords if k.arg == param.arg), None)
+            if given is None:
+                return False
+            calls.append(given)
+        return bool(calls) and all(check(given, seen | {id(param)}) for given in calls)
 
 
     def counts_every_process(self, node: ast.expr) -> bool:
