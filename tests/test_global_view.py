@@ -1585,3 +1585,24 @@ def test_a_count_a_function_is_given_at_every_call_is_the_device_count():
     assert_blocks_at(_split_in_a_function("2"), "return train_step(params, shard_batch(", "argument 2 of `train_step`")
     library = _split_in_a_function("num_devices", "step_once").replace('\n\nif __name__ == "__main__":\n    print(main())\n', "\n")
     assert_blocks_at(library, "return train_step(params, shard_batch(", "argument 2 of `train_step`")
+
+
+_TWO_PASSES = (
+    "    def _device_put_replicated(x):\n        return jax.device_put(jnp.stack([x] * len(devices)), sharding)\n\n"
+    "    return jax.tree.map(_device_put_replicated, x)\n",
+    "    stacked = jax.tree.map(lambda v: jnp.stack([v] * len(devices)), x)\n"
+    "    return jax.tree.map(lambda v: jax.device_put(v, sharding), stacked)\n")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # The copies read again before they are laid out.
+    ("    return jax.tree.map(lambda v: jax.device_put(v, sharding), stacked)\n",
+     "    print(stacked)\n    return jax.tree.map(lambda v: jax.device_put(v, sharding), stacked)\n"),
+    # The second pass does more than lay them out, or the first does not copy.
+    ("jax.device_put(v, sharding)", "jax.device_put(v * 2, sharding)"),
+    ("jnp.stack([v] * len(devices))", "jnp.stack([v] * 2)"),
+])
+def test_a_replicate_helper_in_two_passes_is_one_only_when_they_copy_then_lay_out(old, new):
+    two = _GIVEN_DEVICES.replace(*_TWO_PASSES)
+    assert two != _GIVEN_DEVICES
+    assert_variant_blocks(two, old, new, "params, loss = train_step(", _NOT_MADE)

@@ -503,6 +503,21 @@ def test_a_step_never_used_keeps_pmap_while_the_step_beside_it_moves_and_matches
     assert report.equal, render_text(report)
 
 
+TWO_PASSES = ("    def _device_put_replicated(x):\n        return jax.device_put(jnp.stack([x] * len(devices)), sharding)\n\n"
+              "    return jax.tree.map(_device_put_replicated, x)\n",
+              "    stacked = jax.tree.map(lambda v: jnp.stack([v] * len(devices)), x)\n"
+              "    return jax.tree.map(lambda v: jax.device_put(v, sharding), stacked)\n")
+
+
+def test_a_replicate_helper_that_stacks_then_lays_out_in_two_passes_matches_pmap(tmp_path):
+    """A NNX script's `replicate(pytree, devices)`: one tree map stacks the copies, a second lays
+    them out one per device; the same replication as one pass."""
+    old, new = migrated_variant(tmp_path, "global_replicated_by_a_helper_given_devices", *TWO_PASSES)
+    assert "def device_put_replicated" not in new.read_text() and "params = jax.device_put(params, NamedSharding(" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
+
 def test_batches_split_by_a_count_a_function_is_given_match_pmap(tmp_path):
     """The masked-LM helpers' program with its split in a function of the module, given the device
     count at its one call (`_step_once(params, tokens, targets, num_devices)`): the split is laid

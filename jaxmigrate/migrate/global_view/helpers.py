@@ -20,7 +20,8 @@ expression applied to the parameter itself. The summary is that action: ``replic
 ``index``; a call of the helper is then rewritten like the call it stands for. A replicate may take
 a second parameter, read as the device list (``device_put_replicated(x, devices)``, as the programs
 that replaced JAX's removed function with one of their own write it): a call of it is the
-helper's only where it passes every local device there.
+helper's only where it passes every local device there; it may stack the copies in one tree map
+and lay them out one per device in a second.
 
 A helper may live in another module of the program (``from utils import replicate``,
 ``common.unreplicate(state)``): that module is found from the file being checked as Python's import
@@ -231,21 +232,33 @@ class HelperSummaries:
         body = _without_docstring(fn.body)
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             return None
-        if not _computed_aside(body[:-1], params[0]):
+        result, staged = body[-1].value, _staged(body, params[0])
+        if not _computed_aside([s for s in body[:-1] if s is not staged], params[0]):
             return None
         leaves = {s.name: s for s in body[:-1] if isinstance(s, ast.FunctionDef)}
+
+        def action(shapes: DeviceAxisShapes) -> str | None:
+            if staged is None:
+                return self._action(result, params[0], shapes, leaves)
+            # `copies = tree.map(<copies>, tree)`, then `return tree.map(lambda x: jax.device_put(x,
+            # sharding), copies)`: the copies laid out one per device, in two passes
+            placed = result.args[0] if isinstance(result.args[0], ast.Lambda) else None
+            leaf = only_parameter(placed.args) if placed is not None else None
+            if leaf is None or not shapes.is_placed_per_device(placed.body, leaf):
+                return None
+            return "replicate" if self._action(staged.value, params[0], shapes, leaves) == "replicate" else None
+
         if len(params) == 1:
-            action = self._action(body[-1].value, params[0], self.shapes, leaves)
-            return (action, None) if action else None
+            found = action(self.shapes)
+            return (found, None) if found else None
         # A second parameter is read as the device list JAX's `device_put_replicated` took, or as
         # the device count a split or copies take: its calls are the helper's only where they pass
         # that (`of_call`).
         second = frozenset({id(fn.args.args[1])})
-        if self._action(body[-1].value, params[0], DeviceAxisShapes(self.module, devices=second), leaves) \
-                == "replicate":
+        if action(DeviceAxisShapes(self.module, devices=second)) == "replicate":
             return "replicate", "devices"
-        action = self._action(body[-1].value, params[0], DeviceAxisShapes(self.module, counts=second), leaves)
-        return (action, "count") if action in ("replicate", "shard") else None
+        found = action(DeviceAxisShapes(self.module, counts=second))
+        return (found, "count") if found in ("replicate", "shard") else None
 
     def _leaf_function(self, fn: ast.FunctionDef) -> ast.Lambda | None:
         """A leaf function ``def`` read as the lambda of its return: one return, maybe after the
@@ -365,6 +378,22 @@ def only_parameter(args: ast.arguments) -> str | None:
     if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
         return None
     return args.args[0].arg
+
+
+def _staged(body: list[ast.stmt], param: str) -> ast.Assign | None:
+    """``copies = jax.tree.map(..., param)`` before ``return jax.tree.map(..., copies)``, the name
+    read nowhere else: the one statement of a helper that may read its parameter aside."""
+    result = body[-1].value
+    if not (isinstance(result, ast.Call) and len(result.args) == 2 and isinstance(result.args[1], ast.Name)):
+        return None
+    name = result.args[1].id
+    staged = [s for s in body[:-1] if isinstance(s, ast.Assign) and len(s.targets) == 1
+              and _is_name(s.targets[0], name)]
+    if len(staged) != 1 or not (isinstance(staged[0].value, ast.Call) and len(staged[0].value.args) == 2
+                                and _is_name(staged[0].value.args[1], param)):
+        return None
+    reads = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
+    return staged[0] if len(reads) == 2 else None  # (its target and the return's read)
 
 
 def _plain_parameters(args: ast.arguments) -> list[str] | None:

@@ -314,6 +314,12 @@ class DeviceAxisShapes:
             and not node.args and not node.keywords else None
         return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
 
+    def is_placed_per_device(self, body: ast.expr, x: str) -> bool:
+        """``jax.device_put(x, sharding)``, the sharding one slice of a leading axis per local device."""
+        return isinstance(body, ast.Call) and len(body.args) == 2 and not body.keywords \
+            and self.names.qualified_name(body.func) == _DEVICE_PUT and _is_name(body.args[0], x) \
+            and self.is_split_over_every_local_device(body.args[1])
+
     def is_split_over_every_local_device(self, node: ast.expr) -> bool:
         """``NamedSharding(Mesh(devices, ("d",)), P("d"))`` with ``devices`` every local device (maybe
         in ``np.array(...)``; each part maybe a name bound once to it): a leading axis laid out one
