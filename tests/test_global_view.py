@@ -1606,3 +1606,11 @@ def test_a_replicate_helper_in_two_passes_is_one_only_when_they_copy_then_lay_ou
     two = _GIVEN_DEVICES.replace(*_TWO_PASSES)
     assert two != _GIVEN_DEVICES
     assert_variant_blocks(two, old, new, "params, loss = train_step(", _NOT_MADE)
+
+
+def test_the_mesh_takes_the_name_a_deleted_helper_used_and_not_one_a_kept_helper_uses():
+    assert "    mesh = jax.make_mesh(" in fix(_GIVEN_DEVICES, set())  # (the helper's own `mesh` goes with it)
+    library = _GIVEN_DEVICES.replace('\n\nif __name__ == "__main__":\n    print(main())\n', "\n")
+    assert library != _GIVEN_DEVICES
+    new = fix(library, set())
+    assert "def device_put_replicated" in new and "    batch_mesh = jax.make_mesh(" in new

@@ -25,6 +25,7 @@ from jaxmigrate.migrate.global_view.driving import (
     literal,
     literal_positions,
 )
+from jaxmigrate.migrate.global_view.helpers import Helper
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, Blocked, M, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
@@ -64,6 +65,7 @@ class Builder:
         self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
         self._dropped: set[int] = set()  # statements the rewrite deletes whole (a kept pad wrapper)
         self.unused: dict[int, str] = {}  # the line of a pmap left as it is (``_leave_unused``) -> why
+        self._helpers_going: list[Helper] | None = None  # (``_only_in_unused_helpers``)
 
     # -- the pmap applications ---------------------------------------------------------------
 
@@ -144,6 +146,7 @@ class Builder:
         placements = [e.node for e in drivers.edits.values()
                       if e.action in ("replicate", "shard", "opaque", "key", "place", "local", "pad")]
         firsts = self._first_placements(placements, drivers.placement_scope)
+        self._helpers_going = self._unused_helpers(drivers.edits.values())
         on_object = self._object_mesh(firsts)
         if on_object is not None:  # a trainer object's methods lay out values: its mesh is `self.mesh`
             init, me, where = on_object
@@ -286,12 +289,26 @@ class Builder:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
         (its spans are returned); one used elsewhere stays. A public module-level def of a module
         that is not a script stays too: other modules may import it."""
+        removed = []
+        for helper in self._unused_helpers(edits):
+            statement = helper.statement
+            owner = self.module.parent_of(statement)
+            self._delete_lines(statement, blank_after=owner is self.module.tree,
+                               blank_before=isinstance(owner, ast.ClassDef))
+            for node in ast.walk(helper.fn):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    self._drop_import(node)
+            removed.append(self.module.span(statement))
+        return removed
+
+    def _unused_helpers(self, edits) -> list[Helper]:
+        """The helpers ``_drop_unused_helpers`` deletes."""
         # (a tree map's leaf function is used as its first argument)
         rewritten = {id(n) for e in edits if e.helper is not None and isinstance(e.node, ast.Call)
                      for n in (e.node.func, *e.node.args[:1])}
         helpers = {id(e.helper.fn): e.helper for e in edits if e.helper is not None and e.helper.fn is not None}
         exported = self._exported()
-        removed = []
+        unused = []
         for helper in helpers.values():
             statement = helper.statement
             owner = self.module.parent_of(statement)
@@ -308,12 +325,8 @@ class Builder:
                 uses = reads_of(self.module, helper.name, helper.fn)
             if not uses or any(id(use) not in rewritten for use in uses) or not self._own_lines(statement):
                 continue
-            self._delete_lines(statement, blank_after=module_level, blank_before=isinstance(owner, ast.ClassDef))
-            for node in ast.walk(helper.fn):
-                if isinstance(node, (ast.Name, ast.Attribute)):
-                    self._drop_import(node)
-            removed.append(self.module.span(statement))
-        return removed
+            unused.append(helper)
+        return unused
 
     def _drop_unused_locals(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]],
                             rewritten: list[tuple[int, int]]) -> None:
@@ -760,9 +773,19 @@ class Builder:
 
     def _mesh_name(self) -> str:
         for name in ("mesh", f"{self.axis}_mesh"):
-            if self.module.free(name):
+            if self.module.free(name) or self._only_in_unused_helpers(name):
                 return name
         raise Blocked(1, "no free module-level name for the mesh (`mesh` is taken)")
+
+    def _only_in_unused_helpers(self, name: str) -> bool:
+        """Whether every use of the identifier ``name`` is in a helper the fix deletes (a replicate
+        helper's own ``mesh``): once it goes, the name is free."""
+        if self.module.names.star_imports or self._helpers_going is None:
+            return False
+        spans = [self.module.span(helper.statement) for helper in self._helpers_going]
+        named = [node for node in self.module.nodes if name in _identifiers_of(node)]
+        return bool(named) and bool(spans) and all(
+            any(start <= self.module.span(node)[0] < end for start, end in spans) for node in named)
 
     def _driver(self, edit, mesh: str) -> None:
         # What the replaced expression alone imported (numpy for a tree map of np.broadcast_to)
@@ -1043,3 +1066,27 @@ def _self_of(module, node: ast.AST) -> str | None:
     """The name of ``self`` in the method ``node`` is in."""
     found = method_of(module, node)
     return found[1].args.args[0].arg if found is not None else None
+
+
+def _identifiers_of(node: ast.AST) -> tuple[str, ...]:
+    """The identifiers a node spells: a name, an attribute, a parameter, a definition, an import's
+    names, a keyword, a ``global`` / ``nonlocal``, an exception's or a pattern's capture."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Attribute):
+        return (node.attr,)
+    if isinstance(node, ast.arg):
+        return (node.arg,)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name.split(".")[0],)
+    if isinstance(node, ast.keyword) and node.arg:
+        return (node.arg,)
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return tuple(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        return (node.name,)
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return (node.rest,)
+    return ()
