@@ -52,6 +52,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     join,
 )
 from jaxmigrate.migrate.global_view.shapes import RESHAPES, STACKS, DeviceAxisShapes, is_zero, split_count
+from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 
@@ -230,6 +231,14 @@ def _per_item(arg: ast.expr, made):
     if isinstance(arg, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in arg.elts) and made != HOST:
         return tuple(made for _ in arg.elts)
     return made
+
+
+def _takes(action: str, kind) -> bool:
+    """Whether a helper's or leaf function's ``action`` applies to a value of ``kind``: a read of
+    device 0's copy to a replicated value, a replicate or split to a host value."""
+    if action in _READS_DEVICE_ZERO:
+        return _replicated(kind)
+    return action in ("replicate", "shard") and all(leaf == HOST for leaf in _hleaves(kind))
 
 
 def _hleaves(kind) -> list:
@@ -1246,10 +1255,9 @@ class DriverAnalyzer:
             kind = self.expr(value, env)
             if helper.takes is not None:
                 self._host(node.args[1], env)  # (every local device, or their count: `of_call` checked)
-            reads = helper.action in _READS_DEVICE_ZERO
-            if reads and _replicated(kind) or not reads and all(leaf == HOST for leaf in _hleaves(kind)):
+            if _takes(helper.action, kind):
                 self._edit(node, helper.action, value, helper)
-                return _per_item(value, HOST if reads else {"replicate": DREP, "shard": self._sharded(node)}[helper.action])
+                return _per_item(value, self._made_by(helper.action, node))
         reader = self._reader(func)
         if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
                 and all(k.arg is not None for k in node.keywords):
@@ -1315,10 +1323,9 @@ class DriverAnalyzer:
             action = leaf.action if leaf is not None else self.shapes.tree_map_action(node.args[0]) \
                 if isinstance(node.args[0], ast.Lambda) else None
             kind = self.expr(node.args[1], env)
-            host = all(leaf == HOST for leaf in _hleaves(kind))
-            if action in _READS_DEVICE_ZERO and _replicated(kind) or action in ("replicate", "shard") and host:
+            if action is not None and _takes(action, kind):
                 self._edit(node, action, node.args[1], helper=leaf)
-                return HOST if action in _READS_DEVICE_ZERO else {"replicate": DREP, "shard": self._sharded(node)}[action]
+                return self._made_by(action, node)
         copied = _copied_name(node)  # `jnp.broadcast_to(w, (n,) + w.shape)`, `np.stack([w] * n)`
         if copied is not None and self.shapes.leaf_action(node, copied.id) == "replicate" \
                 and self.expr(copied, env) == HOST:
@@ -1364,15 +1371,18 @@ class DriverAnalyzer:
             return self._written_out(node, env)
         return self._generic(node, env)
 
+    def _made_by(self, action: str, node: ast.Call):
+        """The kind of what ``node``, a helper's or a leaf function's ``action``, makes."""
+        return HOST if action in _READS_DEVICE_ZERO else DREP if action == "replicate" else self._sharded(node)
+
     def _writes_out(self, func: ast.expr, qualified: str | None) -> bool:
         """Whether the call only prints or logs its arguments."""
         if self.names.builtin(func) == "print" or qualified in _LOG_FUNCTIONS:
             return True
         if not (isinstance(func, ast.Attribute) and func.attr in _LOG_LEVELS and isinstance(func.value, ast.Name)):
             return False
-        bindings = self.names.bindings(func.value)  # `logger = logging.getLogger(__name__)`
-        return len(bindings) == 1 and isinstance(bindings[0], ValueBinding) \
-            and isinstance(bindings[0].value, ast.Call) and self._qualified(bindings[0].value.func) in _GET_LOGGER
+        logger = single_value(self.names, func.value)  # `logger = logging.getLogger(__name__)`
+        return isinstance(logger, ast.Call) and self._qualified(logger.func) in _GET_LOGGER
 
     def _written_out(self, node: ast.Call, env: dict):
         """``logging.info(metrics)``, ``print(f"loss {metrics['loss']}")`` of a replicated value: the

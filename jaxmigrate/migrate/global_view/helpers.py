@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from jaxmigrate import program_modules
 from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
-from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
+from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes, is_name
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 
 _REPLICATE = "flax.jax_utils.replicate"
@@ -66,7 +66,7 @@ class HelperSummaries:
         self.module = module
         self.shapes = DeviceAxisShapes(module)
         self.leaf_action = self.shapes.leaf_action
-        self._summaries: dict[int, tuple[str, int | None] | None] = {}
+        self._summaries: dict[int, tuple[str, str | None] | None] = {}  # (``_summarise``)
 
     def of_call(self, call: ast.Call) -> Helper | None:
         if call.keywords or len(call.args) not in (1, 2) or any(isinstance(a, ast.Starred) for a in call.args):
@@ -101,20 +101,16 @@ class HelperSummaries:
         binding = bindings[0]
         if isinstance(binding, OpaqueBinding) and isinstance(binding.node, ast.FunctionDef):
             fn, statement = binding.node, binding.node
-            body = _without_docstring(fn.body)
-            result = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
         elif isinstance(binding, ValueBinding) and isinstance(binding.value, ast.Lambda):
-            fn, statement, result = binding.value, self.module.parent_of(binding.value), binding.value.body
+            fn, statement = binding.value, self.module.parent_of(binding.value)
             if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
                 return None
         else:
             return None
-        if result is None or isinstance(fn, ast.FunctionDef) and fn.decorator_list:
+        parts = _leaf_parts(fn)
+        if parts is None or parts[1]:  # (one return, nothing before it)
             return None
-        param = only_parameter(fn.args)
-        if param is None:
-            return None
-        action = self.leaf_action(result, param)
+        action = self.leaf_action(parts[2], parts[0])
         return Helper(func.id, fn, statement, action) if action else None
 
     def of_module_name(self, name: str) -> Helper | None:
@@ -260,21 +256,19 @@ class HelperSummaries:
         found = action(DeviceAxisShapes(self.module, counts=second))
         return (found, "count") if found in ("replicate", "shard") else None
 
-    def _leaf_function(self, fn: ast.FunctionDef) -> ast.Lambda | None:
-        """A leaf function ``def`` read as the lambda of its return: one return, maybe after the
+    def _leaf_function(self, fn: ast.FunctionDef) -> tuple[str, ast.expr] | None:
+        """(its leaf, what it returns) of a leaf function ``def`` of one return, maybe after the
         leaf made an array of itself (``x = jnp.asarray(x)``, the values it holds)."""
-        body = _without_docstring(fn.body)
-        leaf = only_parameter(fn.args)
-        if fn.decorator_list or leaf is None or not body or not isinstance(body[-1], ast.Return) \
-                or body[-1].value is None:
+        parts = _leaf_parts(fn)
+        if parts is None:
             return None
-        for statement in body[:-1]:
-            value = statement.value if isinstance(statement, ast.Assign) else None
-            if not (isinstance(value, ast.Call) and len(statement.targets) == 1
-                    and _is_name(statement.targets[0], leaf) and len(value.args) == 1 and not value.keywords
-                    and _is_name(value.args[0], leaf) and self.module.names.qualified_name(value.func) in _AS_ARRAY):
+        leaf, steps, returned = parts
+        for statement in steps:
+            value = statement.value if _rebinds(statement, leaf) else None
+            if not (isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
+                    and is_name(value.args[0], leaf) and self.module.names.qualified_name(value.func) in _AS_ARRAY):
                 return None
-        return ast.Lambda(args=fn.args, body=body[-1].value)
+        return leaf, returned
 
     def _action(self, result: ast.expr, param: str, shapes: DeviceAxisShapes,
                 leaves: dict[str, ast.FunctionDef] | None = None) -> str | None:
@@ -286,12 +280,10 @@ class HelperSummaries:
             fn = result.args[0]
             if isinstance(fn, ast.Name) and leaves and fn.id in leaves:
                 # (a replicate's: a split in a leaf function is a ``Preparer``'s, whose preparation stays)
-                fn = self._leaf_function(leaves[fn.id])
-                leaf = only_parameter(fn.args) if fn is not None else None
-                return "replicate" if leaf is not None and shapes.leaf_action(fn.body, leaf) == "replicate" else None
-            if not isinstance(fn, ast.Lambda):
-                return None
-            leaf = only_parameter(fn.args)
+                read = self._leaf_function(leaves[fn.id])
+                action = shapes.leaf_action(read[1], read[0]) if read is not None else None
+                return action if action == "replicate" else None
+            leaf = only_parameter(fn.args) if isinstance(fn, ast.Lambda) else None
             return shapes.leaf_action(fn.body, leaf) if leaf is not None else None
         return shapes.leaf_action(result, param)
 
@@ -349,9 +341,9 @@ def batch_preparer(module, shapes, func: ast.expr) -> Preparer | None:
     return Preparer(fn, *split) if split is not None else None
 
 
-def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
-    """(the reshape, the leaf it reshapes) of a leaf function that returns a device-count reshape
-    of its one parameter, maybe rebound first from itself only."""
+def _leaf_parts(leaf_fn: ast.AST) -> tuple[str, list[ast.stmt], ast.expr] | None:
+    """(its one parameter, the statements before its return, what it returns) of a lambda or an
+    undecorated ``def`` of one parameter that ends in a ``return`` of a value."""
     if isinstance(leaf_fn, ast.Lambda):
         args, returned, steps = leaf_fn.args, leaf_fn.body, []
     elif isinstance(leaf_fn, ast.FunctionDef) and not leaf_fn.decorator_list:
@@ -362,22 +354,31 @@ def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
     else:
         return None
     leaf = only_parameter(args)
-    if leaf is None:
+    return (leaf, steps, returned) if leaf is not None else None
+
+
+def _rebinds(statement: ast.stmt, leaf: str) -> bool:
+    """``statement`` assigns the leaf itself only (``x = x._numpy()``)."""
+    return isinstance(statement, ast.Assign) and len(statement.targets) == 1 and is_name(statement.targets[0], leaf)
+
+
+def _leaf_split(shapes, leaf_fn) -> tuple[ast.Call, ast.Name] | None:
+    """(the reshape, the leaf it reshapes) of a leaf function that returns a device-count reshape
+    of its one parameter, maybe rebound first from itself only."""
+    parts = _leaf_parts(leaf_fn)
+    if parts is None:
         return None
-    for statement in steps:  # `x = x._numpy()`: the leaf prepared, still one array per leaf
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == leaf):
-            return None
-    if shapes.leaf_action(returned, leaf) != "shard":
+    leaf, steps, returned = parts
+    # (`x = x._numpy()`: the leaf prepared, still one array per leaf)
+    if not all(_rebinds(statement, leaf) for statement in steps) or shapes.leaf_action(returned, leaf) != "shard":
         return None
     return returned, returned.func.value
 
 
 def only_parameter(args: ast.arguments) -> str | None:
     """The name of a function's one parameter: positional, no default, nothing else taken."""
-    if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults or len(args.args) != 1:
-        return None
-    return args.args[0].arg
+    params = _plain_parameters(args)
+    return params[0] if params is not None and len(params) == 1 else None
 
 
 def _staged(body: list[ast.stmt], param: str) -> ast.Assign | None:
@@ -388,9 +389,9 @@ def _staged(body: list[ast.stmt], param: str) -> ast.Assign | None:
         return None
     name = result.args[1].id
     staged = [s for s in body[:-1] if isinstance(s, ast.Assign) and len(s.targets) == 1
-              and _is_name(s.targets[0], name)]
+              and is_name(s.targets[0], name)]
     if len(staged) != 1 or not (isinstance(staged[0].value, ast.Call) and len(staged[0].value.args) == 2
-                                and _is_name(staged[0].value.args[1], param)):
+                                and is_name(staged[0].value.args[1], param)):
         return None
     reads = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
     return staged[0] if len(reads) == 2 else None  # (its target and the return's read)
@@ -428,10 +429,6 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
             and isinstance(body[0].value.value, str):
         return body[1:]
     return list(body)
-
-
-def _is_name(node: ast.expr, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
 
 
 def _is_attribute_of(node: ast.expr, owner: str, attr: str) -> bool:

@@ -65,7 +65,7 @@ class Builder:
         self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
         self._dropped: set[int] = set()  # statements the rewrite deletes whole (a kept pad wrapper)
         self.unused: dict[int, str] = {}  # the line of a pmap left as it is (``_leave_unused``) -> why
-        self._helpers_going: list[Helper] | None = None  # (``_only_in_unused_helpers``)
+        self._helpers_going: list[Helper] | None = None  # (``_unused_helpers``, found once the edits are known)
 
     # -- the pmap applications ---------------------------------------------------------------
 
@@ -120,15 +120,13 @@ class Builder:
             raise Blocked(1, "the kinds of the step's values do not settle")
         self._passed_steps_read(drivers)
         if drivers.averaged:
-            lines = ("lines " if len(drivers.averaged) > 1 else "line ") + ", ".join(map(str, sorted(drivers.averaged)))
-            self.notes.add(f"the host's averages of per-shard means the steps return one per device ({lines}) stay: "
-                           "they are the global mean the steps now compute, as pmap's was in one process (run as "
-                           "several, pmap's was each process's own)")
+            self.notes.add(f"the host's averages of per-shard means the steps return one per device "
+                           f"({_lines(drivers.averaged)}) stay: they are the global mean the steps now compute, as "
+                           "pmap's was in one process (run as several, pmap's was each process's own)")
         if drivers.logged:
-            many = len(drivers.logged) > 1
-            lines = ("lines " if many else "line ") + ", ".join(map(str, sorted(drivers.logged)))
-            self.notes.add(f"{lines} {'print or log replicated values' if many else 'prints or logs a replicated value'}"
-                           ": the one value now, where pmap's showed one copy per device")
+            written = "print or log replicated values" if len(drivers.logged) > 1 else "prints or logs a replicated value"
+            self.notes.add(f"{_lines(drivers.logged)} {written}: the one value now, where pmap's showed one copy per "
+                           "device")
         # The mesh's axis: the name of the pmap that is given the batch (the train step's, not a
         # sync helper's), else the first name; one even where pmap had none.
         batched = [step.axis for step in self.steps.values()
@@ -171,7 +169,7 @@ class Builder:
                 self._driver(edit, mesh)
             if built is None:
                 self._insert_mesh(mesh, firsts)
-        removed = self._drop_unused_helpers(drivers.edits.values())
+        removed = self._drop_unused_helpers()
         rewritten = [self.module.span(app.node) for app in self.app_of.values() if app.node is not None]
         self._drop_unused_locals([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed,
                                  rewritten + [self.module.span(e.node) for e in edits.values()])
@@ -285,12 +283,11 @@ class Builder:
                 closing = span(call)[1] - 1
                 self.plan.edits.append(Edit(closing, closing, given))
 
-    def _drop_unused_helpers(self, edits) -> list[tuple[int, int]]:
+    def _drop_unused_helpers(self) -> list[tuple[int, int]]:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
-        (its spans are returned); one used elsewhere stays. A public module-level def of a module
-        that is not a script stays too: other modules may import it."""
+        (its spans are returned): those ``_unused_helpers`` found."""
         removed = []
-        for helper in self._unused_helpers(edits):
+        for helper in self._helpers_going:
             statement = helper.statement
             owner = self.module.parent_of(statement)
             self._delete_lines(statement, blank_after=owner is self.module.tree,
@@ -302,7 +299,8 @@ class Builder:
         return removed
 
     def _unused_helpers(self, edits) -> list[Helper]:
-        """The helpers ``_drop_unused_helpers`` deletes."""
+        """The helpers whose every use this fix rewrote; one used elsewhere stays. A public
+        module-level def of a module that is not a script stays too: other modules may import it."""
         # (a tree map's leaf function is used as its first argument)
         rewritten = {id(n) for e in edits if e.helper is not None and isinstance(e.node, ast.Call)
                      for n in (e.node.func, *e.node.args[:1])}
@@ -1090,3 +1088,8 @@ def _identifiers_of(node: ast.AST) -> tuple[str, ...]:
     if isinstance(node, ast.MatchMapping) and node.rest:
         return (node.rest,)
     return ()
+
+
+def _lines(numbers: set[int]) -> str:
+    """``line 7`` / ``lines 7, 12``."""
+    return ("lines " if len(numbers) > 1 else "line ") + ", ".join(map(str, sorted(numbers)))

@@ -13,6 +13,7 @@ import ast
 
 from jaxmigrate.core.flow import reads_of
 from jaxmigrate.core.module import is_script
+from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -55,7 +56,7 @@ class DeviceAxisShapes:
         """What ``body`` does to the array ``x`` about pmap's device axis: ``index`` (``x[0]``),
         ``fetch`` (``jax.device_get(x[0])``), ``shard`` (a device-count reshape), ``replicate`` (``x`` copied onto a leading axis of the
         local device count), or None."""
-        if isinstance(body, ast.Subscript) and _is_name(body.value, x) and is_zero(body.slice):
+        if isinstance(body, ast.Subscript) and is_name(body.value, x) and is_zero(body.slice):
             return "index"
         if isinstance(body, ast.Call) and len(body.args) == 1 and not body.keywords \
                 and self.names.qualified_name(body.func) == "jax.device_get" and self.leaf_action(body.args[0], x) == "index":
@@ -65,14 +66,14 @@ class DeviceAxisShapes:
         if not isinstance(body, ast.Call) or body.keywords:
             return None
         if isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
-                and _is_name(body.func.value, x) and self.is_shard_reshape(body.func.value, body.args):
+                and is_name(body.func.value, x) and self.is_shard_reshape(body.func.value, body.args):
             return "shard"
         qualified = self.names.qualified_name(body.func)
-        if qualified in RESHAPES and len(body.args) == 2 and _is_name(body.args[0], x) \
+        if qualified in RESHAPES and len(body.args) == 2 and is_name(body.args[0], x) \
                 and self.is_shard_reshape(body.args[0], body.args[1:]):
             return "shard"  # `jnp.reshape(x, (n, -1) + x.shape[1:])`
         if qualified in BROADCASTS and len(body.args) == 2 \
-                and _is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
+                and is_name(body.args[0], x) and self._is_leading_count(body.args[1], x, 0):
             return "replicate"
         if qualified in STACKS and len(body.args) == 1 and self._is_copies(body.args[0], x):
             return "replicate"
@@ -82,7 +83,7 @@ class DeviceAxisShapes:
         if qualified == _DEVICE_PUT_SHARDED and len(body.args) == 2 and self._is_copies(body.args[0], x) \
                 and self.is_every_local_device(body.args[1]):
             return "replicate"
-        if qualified == _DEVICE_PUT_REPLICATED and len(body.args) == 2 and _is_name(body.args[0], x) \
+        if qualified == _DEVICE_PUT_REPLICATED and len(body.args) == 2 and is_name(body.args[0], x) \
                 and self.is_every_local_device(body.args[1]):
             return "replicate"
         # What JAX's migration guide puts for `device_put_replicated` (and today's flax `replicate`
@@ -112,7 +113,7 @@ class DeviceAxisShapes:
         """``np.tile(x, (n,) + (1,) * x.ndim)`` (or of ``x[None]``): one copy of ``x`` per device along a
         new leading axis. Reps written out (``(n, 1)``) tile ``x``'s own axes where it has more of
         them than that, so only the ones counted off ``x`` itself are read."""
-        if not (_is_name(array, x) or self._with_leading_one(array, x)):
+        if not (is_name(array, x) or self._with_leading_one(array, x)):
             return False
         if not (isinstance(reps, ast.BinOp) and isinstance(reps.op, ast.Add)
                 and isinstance(reps.left, (ast.Tuple, ast.List)) and len(reps.left.elts) == 1
@@ -129,41 +130,41 @@ class DeviceAxisShapes:
 
     def _is_ndim(self, node: ast.expr, x: str) -> bool:
         """``x.ndim``, ``np.ndim(x)`` or ``len(x.shape)``."""
-        if isinstance(node, ast.Attribute) and node.attr == "ndim" and _is_name(node.value, x):
+        if isinstance(node, ast.Attribute) and node.attr == "ndim" and is_name(node.value, x):
             return True
         if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
             return False
         if self.names.qualified_name(node.func) in _NDIMS:
-            return _is_name(node.args[0], x)
+            return is_name(node.args[0], x)
         return self.names.builtin(node.func) == "len" and _is_shape_of(node.args[0], x, None)
 
     def _with_leading_one(self, node: ast.expr, x: str) -> bool:
         """``x[None]``, ``x[None, ...]``, ``x[np.newaxis]``, ``np.expand_dims(x, 0)``: ``x`` with a new
         leading axis of one."""
-        if isinstance(node, ast.Subscript) and _is_name(node.value, x):
+        if isinstance(node, ast.Subscript) and is_name(node.value, x):
             index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             new_axis = isinstance(index[0], ast.Constant) and index[0].value is None or (
                 self.names.qualified_name(index[0]) in ("numpy.newaxis", "jax.numpy.newaxis"))
             return new_axis and all(isinstance(i, ast.Constant) and i.value is Ellipsis for i in index[1:])
         if isinstance(node, ast.Call) and self.names.qualified_name(node.func) in _EXPAND_DIMS:
             axis = [*node.args[1:], *(k.value for k in node.keywords if k.arg == "axis")]
-            return len(node.args) >= 1 and _is_name(node.args[0], x) and len(axis) == 1 and is_zero(axis[0]) \
+            return len(node.args) >= 1 and is_name(node.args[0], x) and len(axis) == 1 and is_zero(axis[0]) \
                 and len(node.args) + len(node.keywords) == 2
         return False
 
     def _is_copies(self, node: ast.expr, x: str) -> bool:
         """``[x] * n`` / ``n * [x]`` / ``[x for _ in range(n)]`` with n the local device count."""
-        if isinstance(node, ast.ListComp) and _is_name(node.elt, x) and len(node.generators) == 1:
+        if isinstance(node, ast.ListComp) and is_name(node.elt, x) and len(node.generators) == 1:
             loop = node.generators[0]
             count = loop.iter
-            return (not loop.ifs and not loop.is_async and not _is_name(loop.target, x)
+            return (not loop.ifs and not loop.is_async and not is_name(loop.target, x)
                     and isinstance(count, ast.Call) and self.names.builtin(count.func) == "range"
                     and len(count.args) == 1 and not count.keywords
                     and self.is_device_count(count.args[0]))
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
             return False
         for items, count in ((node.left, node.right), (node.right, node.left)):
-            if isinstance(items, ast.List) and len(items.elts) == 1 and _is_name(items.elts[0], x) \
+            if isinstance(items, ast.List) and len(items.elts) == 1 and is_name(items.elts[0], x) \
                     and self.is_device_count(count):
                 return True
         return False
@@ -317,7 +318,7 @@ class DeviceAxisShapes:
     def is_placed_per_device(self, body: ast.expr, x: str) -> bool:
         """``jax.device_put(x, sharding)``, the sharding one slice of a leading axis per local device."""
         return isinstance(body, ast.Call) and len(body.args) == 2 and not body.keywords \
-            and self.names.qualified_name(body.func) == _DEVICE_PUT and _is_name(body.args[0], x) \
+            and self.names.qualified_name(body.func) == _DEVICE_PUT and is_name(body.args[0], x) \
             and self.is_split_over_every_local_device(body.args[1])
 
     def is_split_over_every_local_device(self, node: ast.expr) -> bool:
@@ -342,11 +343,8 @@ class DeviceAxisShapes:
 
     def _bound(self, node: ast.expr) -> ast.expr:
         """What a name bound once (to a value) holds; any other expression itself."""
-        if isinstance(node, ast.Name):
-            bindings = self.names.bindings(node)
-            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
-                return bindings[0].value
-        return node
+        value = single_value(self.names, node) if isinstance(node, ast.Name) else None
+        return node if value is None else value
 
     def _one_process(self) -> bool:
         from jaxmigrate.migrate._pmap_sites import planner_of  # (the planner imports the global view)
@@ -354,7 +352,8 @@ class DeviceAxisShapes:
         return planner_of(self.module).multi_process is None
 
 
-def _is_name(node: ast.AST, name: str) -> bool:
+def is_name(node: ast.AST, name: str) -> bool:
+    """``node`` is the name ``name``."""
     return isinstance(node, ast.Name) and node.id == name
 
 
