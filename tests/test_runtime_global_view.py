@@ -28,54 +28,20 @@ REPO = Path(__file__).resolve().parents[1]
 RUNTIME = REPO / "fixtures" / "runtime"
 OLD = {p.name: p / "old.py" for p in RUNTIME.glob("global_*") if (p / "old.py").is_file()}
 OLD["global_mlp"] = REPO / "examples" / "legacy" / "mlp_data_parallel.py"
-OLD["global_mesh_already_built"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "mesh_already_built.in.py"
-OLD["global_keyword_arguments"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "keyword_arguments.in.py"
-OLD["global_step_from_factory"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "step_from_factory.in.py"
-OLD["global_jit_of_pmap"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "jit_of_pmap.in.py"
-OLD["global_step_on_an_object"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "step_on_an_object.in.py"
-OLD["global_fold_in_axis_index"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "fold_in_axis_index.in.py"
-OLD["global_functions_given_step_values"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                             / "functions_given_step_values.in.py")
-OLD["global_run_by_absl_app"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "run_by_absl_app.in.py"
-OLD["global_pmap_of_an_init_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                          / "pmap_of_an_init_function.in.py")
-OLD["global_flax_dropout_model"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "flax_dropout_model.in.py"
-OLD["global_hugging_face_train_state"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                          / "hugging_face_train_state.in.py")
-OLD["global_batches_from_generators"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                         / "batches_from_generators.in.py")
-OLD["global_state_with_function_fields"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                            / "state_with_function_fields.in.py")
-OLD["global_model_outputs_read_on_the_host"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                                / "model_outputs_read_on_the_host.in.py")
-OLD["global_closure_reads_replicated_state"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                                / "closure_reads_replicated_state.in.py")
-OLD["global_padded_evaluation"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "padded_evaluation.in.py"
-OLD["global_named_scope_in_step"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "named_scope_in_step.in.py"
-OLD["global_static_arguments"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "static_arguments.in.py"
-OLD["global_local_axis_name"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "local_axis_name.in.py"
-OLD["global_step_passed_to_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                         / "step_passed_to_function.in.py")
-OLD["global_steps_in_a_dict"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "steps_in_a_dict.in.py"
-OLD["global_prefetched_batches"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "prefetched_batches.in.py"
-OLD["global_weight_decay_epochs"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "weight_decay_epochs.in.py"
-OLD["global_mean_written_out"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "mean_written_out.in.py"
-OLD["global_keys_in_a_dict"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "keys_in_a_dict.in.py"
-OLD["global_state_made_by_a_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                          / "state_made_by_a_function.in.py")
-OLD["global_steps_of_one_name"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "steps_of_one_name.in.py"
-OLD["global_mesh_handed_down"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "mesh_handed_down.in.py"
-OLD["global_pad_wrapper_kept"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "pad_wrapper_kept.in.py"
-OLD["global_metrics_averaged_on_the_host"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                             / "metrics_averaged_on_the_host.in.py")
-OLD["global_replicated_together"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "replicated_together.in.py"
-OLD["global_replicated_onto_a_mesh"] = REPO / "fixtures" / "migrate" / "to_global_jit" / "replicated_onto_a_mesh.in.py"
-OLD["global_replicated_by_a_helper_given_devices"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                                     / "replicated_by_a_helper_given_devices.in.py")
-OLD["global_replicated_by_a_leaf_function"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                              / "replicated_by_a_leaf_function.in.py")
-OLD["global_replicated_metrics_logged"] = (REPO / "fixtures" / "migrate" / "to_global_jit"
-                                          / "replicated_metrics_logged.in.py")
+# The migrate fixtures (`fixtures/migrate/to_global_jit/<name>.in.py`) run as programs too.
+TO_GLOBAL_JIT_PROGRAMS = (
+    "mesh_already_built", "keyword_arguments", "step_from_factory", "jit_of_pmap", "step_on_an_object",
+    "fold_in_axis_index", "functions_given_step_values", "run_by_absl_app", "pmap_of_an_init_function",
+    "flax_dropout_model", "hugging_face_train_state", "batches_from_generators", "state_with_function_fields",
+    "model_outputs_read_on_the_host", "closure_reads_replicated_state", "padded_evaluation",
+    "named_scope_in_step", "static_arguments", "local_axis_name", "step_passed_to_function", "steps_in_a_dict",
+    "prefetched_batches", "weight_decay_epochs", "mean_written_out", "keys_in_a_dict",
+    "state_made_by_a_function", "steps_of_one_name", "mesh_handed_down", "pad_wrapper_kept",
+    "metrics_averaged_on_the_host", "replicated_together", "replicated_onto_a_mesh",
+    "replicated_by_a_helper_given_devices", "replicated_by_a_leaf_function", "replicated_metrics_logged",
+)
+OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
+            for name in TO_GLOBAL_JIT_PROGRAMS})
 # Cases whose old side needs an API JAX 0.10 removed (device_put_replicated) run it on 0.4.30, with
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
