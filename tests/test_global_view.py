@@ -586,6 +586,28 @@ def test_each_pmap_names_its_own_axis():
     assert "cross_replica_mean = jax.jit(lambda x: x)" in fixed and '("batch",)' in fixed
 
 
+_SYNCED = (FIXTURES / "batch_stats_synced_before_eval.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param("    return state.replace(batch_stats=cross_replica_mean(state.batch_stats))\n",
+                 "    return state.replace(batch_stats=jnp.zeros(3))\n",
+                 "`state.replace` has pmap's device axis here", id="a field swapped for a host value"),
+    pytest.param("    if not state.batch_stats:\n",
+                 "    if not state.batch_stats[\"dense\"].shape:\n",
+                 "has pmap's device axis", id="a test of the device-axis shape"),
+    pytest.param("        state = sync_batch_stats(state)\n",
+                 "        if not batch:\n            continue\n        state = sync_batch_stats(state)\n",
+                 "`batch` has pmap's device axis here", id="the truth of a split batch"),
+])
+def test_a_replicated_state_synced_by_a_helper_blocks_only_off_its_forms(old, new, reason):
+    assert plan_global(_SYNCED).possible
+    text = _SYNCED.replace(old, new)
+    assert text != _SYNCED
+    view = plan_global(text)
+    assert not view.possible and reason in view.blocker, view.blocker
+
+
 _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 

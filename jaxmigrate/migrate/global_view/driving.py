@@ -142,6 +142,8 @@ _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical"
 _LOG_FUNCTIONS = frozenset(f"{module}.{level}" for module in ("logging", "absl.logging") for level in _LOG_LEVELS)
 _GET_LOGGER = frozenset({"logging.getLogger", "absl.logging.get_absl_logger"})
 # What an array (not a pytree's field) answers, which counts pmap's device axis or its devices.
+# A pytree's copy with some fields swapped: a flax struct's (``TrainState.replace``), a named tuple's.
+_REPLACES = frozenset({"replace", "_replace"})
 _ARRAY_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "mT", "nbytes", "flat", "at", "sharding", "devices",
                                "addressable_shards", "addressable_data", "device_buffers", "global_shards"})
 
@@ -899,7 +901,7 @@ class DriverAnalyzer:
                 entry = env
             return self._block(node.orelse, env)
         if isinstance(node, ast.If):
-            self._host(node.test, env)
+            self._tested(node.test, env)
             return self._merge(self._block(node.body, dict(env)), self._block(node.orelse, dict(env)))
         if isinstance(node, ast.With):
             for item in node.items:
@@ -913,6 +915,15 @@ class DriverAnalyzer:
                 env = self._merge(env, self._block(handler.body, dict(env)))
             return self._block(node.orelse + node.finalbody, env)
         raise Blocked(node.lineno, f"a `{type(node).__name__}` statement in code that drives the step")
+
+    def _tested(self, test: ast.expr, env: dict) -> None:
+        """An ``if`` test. ``if not state.batch_stats:`` asks whether a replicated pytree is empty,
+        which its copies answer as the one value does (an array's truth, where it has one, is its
+        one element's in both views)."""
+        inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+        kind = self.expr(inner, env)
+        if not _replicated(kind):
+            self._hosted(inner, kind)
 
     def _merge(self, a: dict, b: dict) -> dict:
         return {name: _hjoin(a.get(name, BOT), b.get(name, BOT)) for name in set(a) | set(b)}
@@ -1369,7 +1380,29 @@ class DriverAnalyzer:
                 return HOST
         if self._writes_out(func, qualified):
             return self._written_out(node, env)
+        replaced = self._replaced(node, env)
+        if replaced is not None:
+            return replaced
+        if self.names.builtin(func) == "hasattr" and len(node.args) == 2 and not node.keywords \
+                and _replicated(self.expr(node.args[0], env)):
+            self._host(node.args[1], env)
+            return HOST  # (its fields are the same in both views)
         return self._generic(node, env)
+
+    def _replaced(self, node: ast.Call, env: dict):
+        """``state.replace(batch_stats=synced)`` (a flax struct's, ``_replace`` a named tuple's): a
+        replicated pytree with some fields swapped for other replicated values is replicated itself."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _REPLACES and not node.args and node.keywords
+                and all(k.arg is not None for k in node.keywords)):
+            return None
+        base = self.expr(func.value, env)
+        if base not in (DREP, BOT):
+            return None
+        kinds = {self.expr(k.value, env) for k in node.keywords} | {base}
+        if not kinds <= {DREP, BOT}:
+            return None
+        return BOT if kinds == {BOT} else DREP
 
     def _made_by(self, action: str, node: ast.Call):
         """The kind of what ``node``, a helper's or a leaf function's ``action``, makes."""
