@@ -608,6 +608,33 @@ def test_a_replicated_state_synced_by_a_helper_blocks_only_off_its_forms(old, ne
     assert not view.possible and reason in view.blocker, view.blocker
 
 
+_MADE = (FIXTURES / "step_made_by_a_function.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param("    train_step = make_train_step(optimizer)\n",
+                 "    train_step = make_train_step(optimizer)\n    single = make_train_step(optimizer)\n",
+                 "`make_train_step` makes the step pmapped at line", id="the maker called again"),
+    pytest.param("    p_eval_step = jax.pmap(eval_step, axis_name=\"devices\")\n",
+                 "    p_eval_step = jax.pmap(eval_step, axis_name=\"devices\")\n    steps = [train_step]\n",
+                 "`train_step`, the step `make_train_step` makes for the pmap at line", id="what it makes used again"),
+    pytest.param("    def train_step(params, opt_state, batch):\n",
+                 "    @jax.named_call\n    def train_step(params, opt_state, batch):\n",
+                 "is decorated: what the pmap runs is not its body", id="what it makes decorated"),
+])
+def test_a_step_a_function_makes_moves_only_where_the_pmap_alone_takes_it(old, new, reason):
+    text = _MADE.replace(old, new)
+    assert text != _MADE
+    view = plan_global(text)
+    assert not view.possible and reason in view.blocker, view.blocker
+
+
+def test_a_tree_map_of_a_dropped_pmean_goes_with_the_blank_line_its_block_leaves():
+    fixed = fix(_MADE, set())
+    assert "tree_map(lambda x: x, metrics)" not in fixed and "metrics = " not in fixed.split("def eval_step")[0]
+    assert "(params, batch)\n\n        updates, opt_state" in fixed
+
+
 _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 

@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
-from jaxmigrate.migrate.global_view.helpers import Helper, HelperSummaries, Preparer, batch_preparer, only_parameter
+from jaxmigrate.migrate.global_view.helpers import (
+    Helper,
+    HelperSummaries,
+    Preparer,
+    arguments,
+    batch_preparer,
+    only_parameter,
+)
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
@@ -1262,10 +1269,10 @@ class DriverAnalyzer:
             return KeyedState(method[1]) if method[1] else DREP
         helper = self.helpers.of_call(node)
         if helper is not None:
-            value = node.args[0]
+            value, *taken = arguments(helper, node)
             kind = self.expr(value, env)
-            if helper.takes is not None:
-                self._host(node.args[1], env)  # (every local device, or their count: `of_call` checked)
+            for devices in taken:
+                self._host(devices, env)  # (every local device, or their count: `of_call` checked)
             if _takes(helper.action, kind):
                 self._edit(node, helper.action, value, helper)
                 return _per_item(value, self._made_by(helper.action, node))

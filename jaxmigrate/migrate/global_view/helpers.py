@@ -69,13 +69,14 @@ class HelperSummaries:
         self._summaries: dict[int, tuple[str, str | None] | None] = {}  # (``_summarise``)
 
     def of_call(self, call: ast.Call) -> Helper | None:
-        if call.keywords or len(call.args) not in (1, 2) or any(isinstance(a, ast.Starred) for a in call.args):
+        if len(call.args) + len(call.keywords) not in (1, 2) or any(isinstance(a, ast.Starred) for a in call.args):
             return None
         helper = self.of_function(call.func)
-        if helper is None or (helper.takes is None) != (len(call.args) == 1):
+        given = arguments(helper, call) if helper is not None else None
+        if given is None or (helper.takes is None) != (len(given) == 1):
             return None
-        if helper.takes == "devices" and not self.shapes.is_every_local_device(call.args[1]) \
-                or helper.takes == "count" and not self.shapes.is_device_count(call.args[1]):
+        if helper.takes == "devices" and not self.shapes.is_every_local_device(given[1]) \
+                or helper.takes == "count" and not self.shapes.is_device_count(given[1]):
             return None
         return helper
 
@@ -256,19 +257,22 @@ class HelperSummaries:
         found = action(DeviceAxisShapes(self.module, counts=second))
         return (found, "count") if found in ("replicate", "shard") else None
 
-    def _leaf_function(self, fn: ast.FunctionDef) -> tuple[str, ast.expr] | None:
-        """(its leaf, what it returns) of a leaf function ``def`` of one return, maybe after the
-        leaf made an array of itself (``x = jnp.asarray(x)``, the values it holds)."""
+    def _leaf_function(self, fn: ast.FunctionDef) -> tuple[str, ast.expr, list[ast.stmt]] | None:
+        """(its leaf, what it returns, the statements before) of a leaf function ``def`` of one
+        return, maybe after the leaf made an array of itself (``x = jnp.asarray(x)``, the values it
+        holds) and sizes computed from its shape (``_sizes``)."""
         parts = _leaf_parts(fn)
         if parts is None:
             return None
         leaf, steps, returned = parts
         for statement in steps:
+            if _sizes(statement, leaf):
+                continue
             value = statement.value if _rebinds(statement, leaf) else None
             if not (isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
                     and is_name(value.args[0], leaf) and self.module.names.qualified_name(value.func) in _AS_ARRAY):
                 return None
-        return leaf, returned
+        return leaf, returned, steps
 
     def _action(self, result: ast.expr, param: str, shapes: DeviceAxisShapes,
                 leaves: dict[str, ast.FunctionDef] | None = None) -> str | None:
@@ -279,10 +283,11 @@ class HelperSummaries:
                 and isinstance(result.args[1], ast.Name) and result.args[1].id == param:
             fn = result.args[0]
             if isinstance(fn, ast.Name) and leaves and fn.id in leaves:
-                # (a replicate's: a split in a leaf function is a ``Preparer``'s, whose preparation stays)
                 read = self._leaf_function(leaves[fn.id])
                 action = shapes.leaf_action(read[1], read[0]) if read is not None else None
-                return action if action == "replicate" else None
+                # (a split after the leaf is prepared, `x = np.asarray(x)`, is a ``Preparer``'s, whose
+                # preparation stays)
+                return None if action == "shard" and not all(_sizes(s, read[0]) for s in read[2]) else action
             leaf = only_parameter(fn.args) if isinstance(fn, ast.Lambda) else None
             return shapes.leaf_action(fn.body, leaf) if leaf is not None else None
         return shapes.leaf_action(result, param)
@@ -355,6 +360,30 @@ def _leaf_parts(leaf_fn: ast.AST) -> tuple[str, list[ast.stmt], ast.expr] | None
         return None
     leaf = only_parameter(args)
     return (leaf, steps, returned) if leaf is not None else None
+
+
+def arguments(helper: Helper, call: ast.Call) -> list[ast.expr] | None:
+    """What ``call`` passes the helper, in its parameters' order: the value, and the device list
+    or count it takes, positionally or by its parameter's name (``shard(batch, num_devices=n)``)."""
+    given = list(call.args)
+    for keyword in call.keywords:
+        names = [a.arg for a in helper.fn.args.args] if isinstance(helper.fn, ast.FunctionDef) else []
+        if keyword.arg is None or names[len(given):len(given) + 1] != [keyword.arg]:
+            return None
+        given.append(keyword.value)
+    return given
+
+
+def _sizes(statement: ast.stmt, leaf: str) -> bool:
+    """``statement`` computes a size from the leaf's shape and host values, with no call
+    (``local_batch_size = x.shape[0] // num_devices``), into a name other than the leaf's."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id != leaf):
+        return False
+    allowed = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.BinOp, ast.UnaryOp,
+               ast.Tuple, ast.operator, ast.unaryop, ast.expr_context)
+    return all(isinstance(node, allowed) for node in ast.walk(statement.value)) and all(
+        node.attr == "shape" for node in ast.walk(statement.value) if isinstance(node, ast.Attribute))
 
 
 def _rebinds(statement: ast.stmt, leaf: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.core.flow import reads_of
 from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
 from jaxmigrate.migrate.global_view.kinds import Blocked
 from jaxmigrate.names import OpaqueBinding, ValueBinding
@@ -90,6 +91,48 @@ def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
     if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) and defs[0].lineno < call.lineno:
         return defs[0]
     return None
+
+
+def made_def_of(module, name: ast.Name, line: int) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:
+    """The def a function of the module makes and returns, when pmap's function is the name bound
+    to that call (research code's ``train_step = make_train_step(optimizer)`` before
+    ``jax.pmap(train_step, ...)``): that def, nested in its maker and returned by name from the
+    maker's one ``return``, and the maker. The def's collectives are rewritten where it is, so the
+    maker must make it for this pmap alone: called once, its result read by this pmap only."""
+    bindings = module.names.bindings(name)
+    if len(bindings) != 1 or not isinstance(bindings[0], ValueBinding):
+        return None
+    made = bindings[0].value
+    if not (isinstance(made, ast.Call) and isinstance(made.func, ast.Name)):
+        return None
+    makers = module.names.bindings(made.func)
+    if len(makers) != 1 or not isinstance(makers[0], OpaqueBinding) or not isinstance(makers[0].node, ast.FunctionDef):
+        return None
+    maker = makers[0].node
+    last = maker.body[-1]
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Name)):
+        return None
+    returned = module.names.bindings(last.value)
+    if not (len(returned) == 1 and isinstance(returned[0], OpaqueBinding)
+            and isinstance(returned[0].node, ast.FunctionDef) and module.parent_of(returned[0].node) is maker):
+        return None
+    func = returned[0].node
+    if factory_of(module, last.value) is None:  # (one `return`: it blocks, naming the others)
+        return None
+    if func.decorator_list:
+        raise Blocked(func.lineno, f"`{func.name}`, which `{maker.name}` makes for the pmap at line {line}, "
+                      "is decorated: what the pmap runs is not its body")
+    calls = reads_of(module, maker.name, maker)
+    if calls != [made.func]:
+        other = next(node for node in calls if node is not made.func)
+        raise Blocked(other.lineno, f"`{maker.name}` makes the step pmapped at line {line} and is used here too, "
+                      "where the step would lose its collectives")
+    uses = reads_of(module, name.id, made)
+    if uses != [name]:
+        other = next(node for node in uses if node is not name)
+        raise Blocked(other.lineno, f"`{name.id}`, the step `{maker.name}` makes for the pmap at line {line}, is "
+                      "used here too, where it would lose its collectives")
+    return func, maker
 
 
 def partial_of(module, node: ast.expr, line: int):

@@ -25,13 +25,14 @@ from jaxmigrate.migrate.global_view.driving import (
     literal,
     literal_positions,
 )
-from jaxmigrate.migrate.global_view.helpers import Helper
+from jaxmigrate.migrate.global_view.helpers import Helper, only_parameter
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
-from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, Blocked, M, R, S, U, describe, leaves
+from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, TREE_MAPS, Blocked, M, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     def_of,
     every_device,
     factory_of,
+    made_def_of,
     partial_of,
     read_options,
     returned_def,
@@ -173,7 +174,29 @@ class Builder:
         rewritten = [self.module.span(app.node) for app in self.app_of.values() if app.node is not None]
         self._drop_unused_locals([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed,
                                  rewritten + [self.module.span(e.node) for e in edits.values()])
+        self._close_blank_gaps()
         return self.plan
+
+    def _close_blank_gaps(self) -> None:
+        """Lines deleted whole between two blank lines (a step's block of pmeans set apart) leave
+        the blank line above them alone: the one below goes with them."""
+        text, starts = self.module.text, self.module.src.line_starts
+        line_of = {start: number for number, start in enumerate(starts, 1)}
+        runs: list[list[int]] = []
+        for edit in sorted(self.plan.edits):
+            if edit.content or edit.start == edit.end or edit.start not in line_of or edit.end not in line_of:
+                continue
+            if runs and runs[-1][1] == edit.start:
+                runs[-1][1] = edit.end
+            else:
+                runs.append([edit.start, edit.end])
+        touched = {edit.start for edit in self.plan.edits} | {edit.end for edit in self.plan.edits}
+        for start, end in runs:
+            above, below = line_of[start] - 1, line_of[end]
+            if above < 1 or below >= len(starts) or self.module.src.line(above).strip() \
+                    or self.module.src.line(below).strip() or starts[below] in touched:
+                continue
+            self.plan.edits.append(Edit(end, starts[below], ""))
 
     def _leave_unused(self) -> None:
         """A step a function makes and never uses (``p_eval_step = jax.pmap(eval_step)`` in a
@@ -411,6 +434,8 @@ class Builder:
                 self.fun[name], self.jit_options[name], self.app_of[name] = fun, [], app
                 self.steps[name] = Step(name, call, None, (0,) * len(assign.args), fun=fun, opaque=len(assign.args))
                 return
+            if func is None and isinstance(fun, ast.Name):  # `train_step = make_train_step(optimizer)`
+                func = next(iter(made_def_of(self.module, fun, app.line) or ()), None)
             if func is None:
                 func, bound = partial_of(self.module, fun, app.line)
             if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
@@ -694,6 +719,8 @@ class Builder:
 
     def _collective(self, edit: CollectiveEdit) -> None:
         node, arg = edit.node, edit.arg
+        if edit.action == "drop":
+            node, arg = self._identity_map(node, arg) or (node, arg)
         inside = {id(n) for n in ast.walk(arg)}
         for name in ast.walk(node):  # what the replaced call alone imported (`lax` of axis_index) goes too
             if isinstance(name, ast.Name) and id(name) not in inside:
@@ -719,6 +746,19 @@ class Builder:
             self._replace(node, count)  # psum(1): the number of devices
         else:
             self._replace(node, f"{_paren(self.module.segment(arg), arg)} * {count}")
+
+    def _identity_map(self, node: ast.Call, arg: ast.expr) -> tuple[ast.Call, ast.expr] | None:
+        """``jax.tree.map(lambda x: pmean(x, "i"), tree)`` with the pmean dropped maps each leaf to
+        itself: the tree map goes whole (the call, and its tree in its place)."""
+        fn = self.module.parent_of(node)
+        if not (isinstance(fn, ast.Lambda) and fn.body is node and isinstance(arg, ast.Name)
+                and only_parameter(fn.args) == arg.id):
+            return None
+        call = self.module.parent_of(fn)
+        if isinstance(call, ast.Call) and self.module.names.qualified_name(call.func) in TREE_MAPS \
+                and len(call.args) == 2 and call.args[0] is fn and not call.keywords:
+            return call, call.args[1]
+        return None
 
     def _atom(self, arg: ast.expr, replaced: ast.AST) -> str:
         text = self.module.segment(arg)
