@@ -108,6 +108,15 @@ def fit_edits(original: str, edits: list[Edit], text: str, fstrings: FStrings | 
             piece = _fitted_line(text, line, limit, unit, was, layout)
             if piece is not None:
                 pieces.append(piece)
+                if len(piece[2].split("\n", 1)[0].rstrip("\r")) > limit:
+                    # Broken at its largest bracket, the line still opens too long: two rewrites
+                    # side by side (`a, b = <long>, <long>`), the one before broken in turn.
+                    text, pieces = _joined(text, pieces), []
+                    for _ in range(8):
+                        fitted = _fit_line(text, line, limit, unit, was)
+                        if fitted == text:
+                            break
+                        text = fitted
         seen.add(line)
     return _joined(text, pieces)
 
