@@ -635,6 +635,40 @@ def test_a_tree_map_of_a_dropped_pmean_goes_with_the_blank_line_its_block_leaves
     assert "(params, batch)\n\n        updates, opt_state" in fixed
 
 
+_TOKENS = (FIXTURES / "token_rows_merged_in_the_loss.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("logits.reshape(B * T, C)", "logits.reshape(32, C)", "jax.lax.pmean(grads",
+                 "a reshape of per-example values that does not keep whole rows leading", id="a fixed row count"),
+    pytest.param("logits.reshape(B * T, C)", "logits.reshape(2, -1)", "jax.lax.pmean(grads",
+                 "a reshape of per-example values that does not keep whole rows leading", id="the rows split in two"),
+    pytest.param("labels = targets.reshape(B * T)", "labels = targets.reshape(B * T + 1)", "jax.lax.pmean(grads",
+                 "`+` of", id="a row count added to"),
+    pytest.param('    x = params["embed"][tokens]\n', '    x = params["embed"][:, tokens].T\n', "jax.lax.pmean(grads",
+                 "a replicated value indexed by per-device values other than per-example indices first",
+                 id="a table indexed by tokens along another axis"),
+    pytest.param("    return jax.lax.pmean(loss.mean(), axis_name=\"batch\")\n",
+                 "    return jax.lax.psum(jnp.sum(params[\"out\"][targets]), axis_name=\"batch\")\n",
+                 None, None, id="rows gathered from a table are per example: their psum is a sum, dropped"),
+    pytest.param("    n = jax.local_device_count()\n", "    n = jax.local_device_count()\n    print(x.shape)\n",
+                 None, None, id="a batch function's host batch read before its split"),
+    pytest.param("    xb, yb = get_batch(data, rng, 16)\n    losses.append",
+                 "    xb, yb = get_batch(data, rng, 16)\n    print(xb.shape)\n    losses.append",
+                 "print(xb.shape)", "`xb` has pmap's device axis here", id="the batch a function split, read"),
+])
+def test_rows_merged_in_a_loss_and_batches_a_function_splits(old, new, marker, reason):
+    if marker is None:
+        text = _TOKENS.replace(old, new)
+        assert text != _TOKENS
+        assert plan_global(text).possible, plan_global(text).blocker
+        if "psum" in new:
+            fixed = fix(text, set())
+            assert "return jnp.sum(params[\"out\"][targets])\n" in fixed
+        return
+    assert_variant_blocks(_TOKENS, old, new, marker, reason)
+
+
 _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 

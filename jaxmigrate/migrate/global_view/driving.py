@@ -277,6 +277,7 @@ class DriverAnalyzer:
         self.helpers = HelperSummaries(module)
         self._shared_names: dict[int, set[str]] = {}
         self._generators: dict[int, bool] = {}
+        self._batch_functions: set[int] = set()  # functions read as making batches (``_batches_made``)
         self._free: dict[int, frozenset[str]] = {}  # per nested function: the names it reads from around it
 
     # -- entry -----------------------------------------------------------------------------
@@ -1298,6 +1299,10 @@ class DriverAnalyzer:
                     return made
                 for key in set(self.edits) - before:
                     del self.edits[key]
+            elif self._splits_batches(reader):
+                made = self._batches_made(reader, node, env, kinds)
+                if made is not None:
+                    return made
             self._given_host.setdefault(id(reader), (reader, set()))[1].add(id(node))
             return HOST  # a function of the module given host values (read above), as any call
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
@@ -1625,7 +1630,8 @@ class DriverAnalyzer:
     def _step_arguments(self, step: Step, node: ast.Call) -> list[tuple[int, ast.expr]]:
         """(position, argument) of each argument of a call of ``step``; a keyword argument is at
         the position of the step's parameter of that name (``partial``'s bound ones not counted),
-        where jit passes it too. Every parameter must be given once: pmap has no defaults to map."""
+        where jit passes it too. Every parameter is given once, or left to its default (which pmap
+        and jit both take as the Python value it is)."""
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise Blocked(node.lineno, f"`{step.name}` is called with starred arguments")
         if step.opaque is not None:
@@ -1643,8 +1649,12 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{step.name}` is called with `{keyword.arg}=`, which is not one of "
                               "its parameters after the positional arguments")
             given.append((names.index(keyword.arg), keyword.value))
-        if len(given) != len(step.params):
+        defaulted = {a.arg for a in step.func.args.args[len(step.func.args.args) - len(step.func.args.defaults):]}
+        missing = set(range(len(step.params))) - {i for i, _ in given}
+        if len(given) > len(step.params) or any(names[i] not in defaulted for i in missing):
             raise Blocked(node.lineno, f"`{step.name}` is called with {len(given)} arguments")
+        for i in missing:  # its default, a Python value: the same on every device, and to jit
+            step.params[i] = _join_kind(step.params[i], R)
         return sorted(given, key=lambda item: item[0])
 
     # -- patterns --------------------------------------------------------------------------
@@ -1652,7 +1662,36 @@ class DriverAnalyzer:
     def _sharded(self, node: ast.AST):
         """The kind a split per device makes: inside a generator, a batch it yields whole in the
         global view (``SOURCED``)."""
-        return SOURCED if self._is_generator(self.scope_of(node)) else DSHARD
+        return SOURCED if self._yields_whole(self.scope_of(node)) else DSHARD
+
+    def _yields_whole(self, scope) -> bool:
+        """A generator, or a function read as one that makes batches (``_batches_made``): the host
+        batches it splits per device come out whole in the global view."""
+        return self._is_generator(scope) or id(scope) in self._batch_functions
+
+    def _batches_made(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list):
+        """A function given host values that splits batches per device and returns them
+        (nanoGPT-style ``x, y = get_batch(...)``): read as a generator is, the batches it returns
+        whole in the global view (``SOURCED``) and laid out where a step takes them. None, with
+        nothing of the reading kept, where it returns anything else or reads in a way this
+        analysis does not follow (then it is any function given host values)."""
+        before = set(self.edits)
+        readers, calls = dict(self.readers), set(self.reader_calls)
+        self._batch_functions.add(id(func))
+        try:
+            made = self._wrapper_call(func, node, env, kinds)
+        except Blocked:
+            made = None
+        leaves = _hleaves(made) if made is not None else []
+        if SOURCED in leaves and all(leaf in (SOURCED, HOST) for leaf in leaves):
+            self.readers[id(func)] = func
+            self.reader_calls.add(id(node))
+            return made
+        self._batch_functions.discard(id(func))
+        for key in set(self.edits) - before:
+            del self.edits[key]
+        self.readers, self.reader_calls = readers, calls
+        return None
 
     def _is_generator(self, scope) -> bool:
         if not isinstance(scope, ast.FunctionDef):
@@ -1693,7 +1732,7 @@ class DriverAnalyzer:
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
               keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None) -> None:
-        if action == "shard" and self._is_generator(self.scope_of(node)):
+        if action == "shard" and self._yields_whole(self.scope_of(node)):
             action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways

@@ -224,15 +224,18 @@ class Builder:
     def _with_what_the_step_does(self, blocked: Blocked, drivers, factories) -> Blocked:
         """Where an argument of a step is made by something the driving code's analysis does not
         recognise (an input pipeline, often), whether the step itself could move: read with that
-        argument as a batch split per device and the others as they are known (replicated where not
-        known yet). A step that computes something else over the whole batch (BatchNorm statistics
-        of each device's slice) is the reason that counts: a new input pipeline would not change it."""
+        argument as a batch split per device and the others as they are known (where not known yet,
+        those after it a batch too, those before it replicated). A step that computes something
+        else over the whole batch (BatchNorm statistics of each device's slice) is the reason that
+        counts: a new input pipeline would not change it."""
         if blocked.argument is None:
             return blocked
         step, position = blocked.argument
         if step.opaque is not None or step.func is None:
             return blocked
-        params = [R if p == BOT else p for p in step.params]
+        # The arguments after it, not read yet, are taken as made by the same pipeline (a batch's
+        # inputs and targets), those before as replicated state.
+        params = [S if p == BOT and i > position else R if p == BOT else p for i, p in enumerate(step.params)]
         params[position] = S
         why = None
         try:

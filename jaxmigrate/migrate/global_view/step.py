@@ -63,6 +63,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     join,
     leaves,
 )
+from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.migrate.global_view.shapes import is_zero
 from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
 
@@ -182,7 +183,8 @@ class StepAnalyzer:
         if isinstance(node, ast.Return):
             return self.expr(node.value, frame) if node.value is not None else R
         if isinstance(node, ast.Assign):
-            kind = self.expr(node.value, frame)
+            sizes = self._unpacked_shape(node, frame)
+            kind = sizes if sizes is not None else self.expr(node.value, frame)
             for target in node.targets:
                 self.bind(target, kind, frame)
         elif isinstance(node, ast.AnnAssign):
@@ -223,6 +225,36 @@ class StepAnalyzer:
         else:
             raise Blocked(node.lineno, f"a `{type(node).__name__}` statement is not followed")
         return BOT
+
+    def _unpacked_shape(self, node: ast.Assign, frame: Frame) -> Seq | None:
+        """``B, T, C = logits.shape`` of per-example ``logits``: the number of rows (this device's
+        in pmap, the whole batch's in the global view, as ``x.shape[0]``), then feature sizes."""
+        value = node.value
+        if not (isinstance(value, ast.Attribute) and value.attr == "shape" and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Tuple) and node.targets[0].elts
+                and all(isinstance(e, ast.Name) for e in node.targets[0].elts)):
+            return None
+        if flat(self.expr(value.value, frame)) != S:
+            return None
+        return Seq((ROWS,) + (R,) * (len(node.targets[0].elts) - 1))
+
+    def _reshaped_rows(self, node: ast.Call, sizes: list[ast.expr], frame: Frame) -> Kind:
+        """``x.reshape(-1, C)`` / ``x.reshape(B * T)`` of per-example ``x``: its rows merged with its
+        next axes and split again by feature sizes alone. A device's slice is a run of the global
+        rows, so its new rows are a run of the global array's new rows: per example still (rows,
+        ``S``). The leading size must be ``-1`` or count the rows, which the global view has more of."""
+        if len(sizes) == 1 and isinstance(sizes[0], (ast.Tuple, ast.List)):
+            sizes = sizes[0].elts
+        if not sizes or any(isinstance(size, ast.Starred) for size in sizes):
+            return U("a reshape of per-example values this fix does not read", node.lineno)
+        kinds = [flat(self.expr(size, frame), node.lineno) for size in sizes]
+        unknown = next((kind for kind in kinds if isinstance(kind, U)), None)
+        if unknown is not None:
+            return unknown
+        if not (literal_int(sizes[0]) == -1 or kinds[0] == ROWS) or any(kind != R for kind in kinds[1:]):
+            return U("a reshape of per-example values that does not keep whole rows leading (`-1` or "
+                     "the row count first, then feature sizes)", node.lineno)
+        return S
 
     def _context(self, item: ast.withitem, frame: Frame) -> None:
         """``with jax.named_scope("loss"):``: a context made of values the same on every device
@@ -387,6 +419,8 @@ class StepAnalyzer:
             return SUM
         if a == SUM and b == ROWS and isinstance(op, ast.Div):
             return M  # `jnp.sum(losses) / labels.shape[0]`: a mean written out
+        if isinstance(op, ast.Mult) and {a, b} == {ROWS, R}:
+            return ROWS  # `B * T` of `B, T, C = logits.shape`: a count of the rows' items
         scaled = isinstance(op, ast.Mult) or isinstance(op, ast.Div) and b == R  # never R / mean
         if M in (a, b) and R in (a, b) and (linear or scaled):
             return M
@@ -445,7 +479,9 @@ class StepAnalyzer:
         if isinstance(index, ast.Constant) and isinstance(base, Record):
             return dict(base.items).get(index.value, U("a key that is not there", node.lineno))
         atom = flat(base, node.lineno)
-        if atom in (R, BOT) or isinstance(atom, U):
+        if atom == R:
+            return self._replicated_indexed(index, node, frame)
+        if atom == BOT or isinstance(atom, U):
             self.expr(index, frame) if not isinstance(index, ast.Slice) else None
             return atom
         if isinstance(index, ast.Constant) and isinstance(index.value, str):
@@ -453,6 +489,22 @@ class StepAnalyzer:
         if atom == S and isinstance(index, ast.Tuple) and index.elts and _whole(index.elts[0]):
             return S  # x[:, k] / x[..., k]: columns of every row
         return U(f"indexing {describe(atom)} along its first axis", node.lineno)
+
+    def _replicated_indexed(self, index: ast.expr, node: ast.Subscript, frame: Frame) -> Kind:
+        """A replicated array indexed: by values the same on every device, replicated still; by
+        per-example indices first (an embedding's ``table[tokens]``), rows of those examples."""
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        kinds = [R if isinstance(part, ast.Slice) or isinstance(part, ast.Constant) and part.value is Ellipsis
+                 else flat(self.expr(part, frame), node.lineno) for part in parts]
+        for kind in kinds:
+            if isinstance(kind, U):
+                return kind
+        if all(kind in (R, BOT) for kind in kinds):
+            return BOT if BOT in kinds else R
+        if kinds[0] == S and all(kind in (R, BOT) for kind in kinds[1:]):
+            return S
+        return U("a replicated value indexed by per-device values other than per-example indices first",
+                 node.lineno)
 
     def comprehension(self, node: ast.ListComp | ast.GeneratorExp, frame: Frame) -> Kind:
         """A filter the same on every device (``if x.ndim > 1`` over the parameters' leaves, a
@@ -786,6 +838,8 @@ class StepAnalyzer:
             if kw.arg not in ("axis", "keepdims", "dtype", "num_classes", "where_"):
                 args.append(self.expr(kw.value, frame))
         first = flat(args[0], node.lineno) if args else R
+        if qualified == "jax.numpy.reshape" and first == S and len(node.args) >= 2 and not node.keywords:
+            return self._reshaped_rows(node, node.args[1:], frame)  # `jnp.reshape(logits, (-1, C))`
         if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
                 and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
             return self._reduction(node, short, first, args[1:], axis_position=1)
@@ -838,6 +892,8 @@ class StepAnalyzer:
             return S  # `batch.pop("labels")`: an entry of a batch pytree
         if func.attr == "astype":
             return base if all(flat(a) == R for a in args) else U("astype to a per-device dtype", node.lineno)
+        if func.attr == "reshape" and base == S and not node.keywords:
+            return self._reshaped_rows(node, node.args, frame)
         if base == R and all(flat(a) == R for a in [*args, *kwargs]):
             return R
         return U(f"`.{func.attr}(...)` of per-device values is not known to treat examples independently",
