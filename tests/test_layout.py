@@ -54,6 +54,25 @@ def test_an_element_still_too_long_is_broken_too():
     assert out.startswith("x = g(\n    first_argument_name,\n    (\n        some_long_element_number_one,\n")
 
 
+def test_two_rewrites_side_by_side_are_each_broken_as_black_breaks_them():
+    original = "def f():\n    a, b = rep(a), rep(b)\n"
+    put = "jax.device_put(jax.tree.map(lambda x: np.broadcast_to(x, (n, *np.shape(x))), {}), NamedSharding(m, P('d')))"
+    edits = [Edit(original.index(f"rep({name})"), original.index(f"rep({name})") + 6, put.format(name))
+             for name in "ab"]
+    out = fit_edits(original, edits, splice(original, edits))
+    assert all(len(line) <= 88 for line in out.splitlines()), out
+    assert out == (
+        "def f():\n"
+        "    a, b = jax.device_put(\n"
+        "        jax.tree.map(lambda x: np.broadcast_to(x, (n, *np.shape(x))), a),\n"
+        "        NamedSharding(m, P('d')),\n"
+        "    ), jax.device_put(\n"
+        "        jax.tree.map(lambda x: np.broadcast_to(x, (n, *np.shape(x))), b),\n"
+        "        NamedSharding(m, P('d')),\n"
+        "    )\n"
+    )
+
+
 def test_the_files_indentation_unit_is_used():
     original = "def f():\n  return k(a)\n"
     out = _rewrite(original, "k(a)", "k(" + ", ".join(f"argument_{i}" for i in range(10)) + ")")

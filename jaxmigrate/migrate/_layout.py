@@ -108,15 +108,19 @@ def fit_edits(original: str, edits: list[Edit], text: str, fstrings: FStrings | 
             piece = _fitted_line(text, line, limit, unit, was, layout)
             if piece is not None:
                 pieces.append(piece)
-                if len(piece[2].split("\n", 1)[0].rstrip("\r")) > limit:
-                    # Broken at its largest bracket, the line still opens too long: two rewrites
-                    # side by side (`a, b = <long>, <long>`), the one before broken in turn.
+                lines = piece[2].split("\n")
+                # Broken at its largest bracket, the line may still open or close too long: two
+                # rewrites side by side (`a, b = <long>, <long>`), the other one broken in turn
+                # (the last line first: fitting it leaves the lines above as they are).
+                ends = [i for i in dict.fromkeys((len(lines) - 1, 0)) if len(lines[i].rstrip("\r")) > limit]
+                if ends:
                     text, pieces = _joined(text, pieces), []
-                    for _ in range(8):
-                        fitted = _fit_line(text, line, limit, unit, was)
-                        if fitted == text:
-                            break
-                        text = fitted
+                    for end in ends:
+                        for _ in range(8):
+                            fitted = _fit_line(text, line + end, limit, unit, was)
+                            if fitted == text:
+                                break
+                            text = fitted
         seen.add(line)
     return _joined(text, pieces)
 
