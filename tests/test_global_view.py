@@ -1419,9 +1419,11 @@ def test_steps_of_one_name_made_in_two_functions_are_two_steps():
     fixed = fix(_TWO_EVAL_STEPS, set())
     code = fixed.split('"""', 2)[2]
     assert code.count("p_eval_step = jax.jit(eval_step)") == 2 and "jax.pmap" not in code
-    # Bound twice in one function, it is one name for two pmaps: the fix does not guess which a call means.
+    # Bound twice in one function and read between, it is one name for two pmaps: the fix does not
+    # guess which a call means. (Bound again before any read, the first is dead, and goes.)
     twice = _TWO_EVAL_STEPS.replace("    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n    return",
                                     "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n"
+                                    "    print(p_eval_step)\n"
                                     "    p_eval_step = jax.pmap(eval_step, axis_name='batch')\n    return")
     view = plan_global(twice)
     second = [i + 1 for i, t in enumerate(twice.splitlines())
@@ -1539,6 +1541,10 @@ _UNUSED_STEP = (FIXTURES / "unused_eval_step_kept.in.py").read_text()
     # The only step, never used: nothing moves, and the finding says why.
     ("    p_train_step = jax.pmap(train_step, \"batch\", donate_argnums=(0,))\n", "",
      "p_eval_step = jax.pmap(", "`p_eval_step` is made in `main` and never called"),
+    # Left as it is, it would map a function whose collectives the moving step loses.
+    ("    p_eval_step = jax.pmap(eval_step, \"batch\")  # left: never used\n",
+     "    p_eval_step = jax.pmap(train_step, \"batch\")  # left: never used\n",
+     "p_eval_step = jax.pmap(", "it maps the function a step that moves maps"),
 ])
 def test_a_step_left_unused_is_one_made_in_a_function_and_never_read_beside_a_step_that_moves(old, new, marker,
                                                                                             reason):
@@ -1547,6 +1553,49 @@ def test_a_step_left_unused_is_one_made_in_a_function_and_never_read_beside_a_st
         text = text.replace("state, train_metric = p_train_step(state, shard(next(train_loader)))",
                             "train_metric = {'loss': shard(next(train_loader))['targets']}")
     assert_variant_blocks(_UNUSED_STEP, old, new, marker, reason) if new else assert_blocks_at(text, marker, reason)
+
+
+_REBOUND = """import jax
+import numpy as np
+from flax import jax_utils
+from flax.training.common_utils import shard
+
+
+def eval_step(params, batch):
+    return jax.lax.pmean(((batch @ params) ** 2).mean(), "batch")
+
+
+def main():
+    params = jax_utils.replicate(np.ones((4, 2), np.float32))
+    p_eval_step = jax.pmap(eval_step, "batch")
+    p_eval_step = jax.pmap(eval_step, "batch")
+    out = []
+    for i in range(3):
+        batch = shard(np.ones((16, 4), np.float32) * i)
+        out.append(float(jax_utils.unreplicate(p_eval_step(params, batch))))
+    return out
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "possible"), [
+    pytest.param(None, None, True, id="bound again before any use: the first goes"),
+    pytest.param("    p_eval_step = jax.pmap(eval_step, \"batch\")\n    p_eval_step = jax.pmap(",
+                 "    p_eval_step = jax.pmap(eval_step, \"batch\")\n    print(p_eval_step)\n    p_eval_step = jax.pmap(",
+                 False, id="read between"),
+    pytest.param("    out = []\n", "    out = []\n    if out:\n        p_eval_step = jax.pmap(eval_step, \"batch\")\n",
+                 False, id="bound again on one path only"),
+])
+def test_a_step_bound_again_before_any_use_goes(old, new, possible):
+    text = _REBOUND.replace(old, new) if old else _REBOUND
+    assert text != _REBOUND or old is None
+    view = plan_global(text)
+    assert view.possible is possible, view.blocker
+    if possible:
+        fixed = fix(text, set())
+        assert fixed.count("p_eval_step = ") == 1 and "jax.pmap" not in fixed and "p_eval_step = jax.jit(eval_step)" in fixed
+        assert any("bound again at line 14 before any use, goes" in note for note in view.notes)
+    else:
+        assert "bound to more than one pmap" in view.blocker
 
 
 def test_the_finding_of_a_step_left_unused_names_it_and_offers_no_global_view_fix():

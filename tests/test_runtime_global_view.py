@@ -40,6 +40,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "metrics_averaged_on_the_host", "replicated_together", "replicated_onto_a_mesh",
     "replicated_by_a_helper_given_devices", "replicated_by_a_leaf_function", "replicated_metrics_logged",
     "batch_stats_synced_before_eval", "step_made_by_a_function", "token_rows_merged_in_the_loss",
+    "step_bound_again_before_use",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -56,7 +57,7 @@ FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_
         "global_steps_of_one_name", "global_pad_wrapper_kept", "global_metrics_averaged_on_the_host",
         "global_replicated_together", "global_replicated_metrics_logged",
         "global_batch_stats_synced_before_eval", "global_step_made_by_a_function",
-        "global_token_rows_merged_in_the_loss"}
+        "global_token_rows_merged_in_the_loss", "global_step_bound_again_before_use"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -87,7 +88,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_replicated_by_a_leaf_function": "['params']",
           "global_batch_stats_synced_before_eval": "['params']",
           "global_step_made_by_a_function": "['params']",
-          "global_token_rows_merged_in_the_loss": "['params']"}
+          "global_token_rows_merged_in_the_loss": "['params']",
+          "global_step_bound_again_before_use": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's

@@ -161,14 +161,15 @@ ROWWISE = frozenset(
     "jax.scipy.special.logsumexp", "jax.lax.stop_gradient",
     "optax.softmax_cross_entropy", "optax.softmax_cross_entropy_with_integer_labels",
     "optax.sigmoid_binary_cross_entropy", "optax.l2_loss", "optax.squared_error", "optax.huber_loss",
-    "flax.training.common_utils.onehot",
+    "flax.training.common_utils.onehot", "optax.smooth_labels",
 })
 # Functions that reduce over ``axis`` (all axes when it is absent), and what they make of rows.
 REDUCTIONS = {"mean": M, "average": M, "sum": SUM}
 OTHER_REDUCTIONS = frozenset({"max", "min", "prod", "std", "var", "median", "any", "all", "argmax", "argmin",
                                "logsumexp", "count_nonzero", "nanmean", "nansum"})
 # Row-wise functions with an axis argument (its position; None: keyword only) that must not be 0.
-AXIS_ARGUMENT = {"jax.nn.softmax": 1, "jax.nn.log_softmax": 1, "jax.numpy.take_along_axis": 2, "jax.nn.one_hot": None}
+AXIS_ARGUMENT = {"jax.nn.softmax": 1, "jax.nn.log_softmax": 1, "jax.numpy.take_along_axis": 2, "jax.nn.one_hot": None,
+                 "optax.smooth_labels": None}
 
 COLLECTIVES = frozenset(f"jax.lax.{name}" for name in (
     "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "pswapaxes", "all_to_all",

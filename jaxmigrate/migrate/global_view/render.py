@@ -13,7 +13,7 @@ import ast
 import json
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.flow import child_of, enclosing_scope, reads_of
+from jaxmigrate.core.flow import child_of, enclosing_scope, reaching_assignment, reads_of
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
@@ -203,7 +203,7 @@ class Builder:
         ``main`` that never evaluates) is dead code, with no values known for it: it keeps pmap
         (its finding says why) and the module's other steps move without it. Only beside a step
         that is used: with none, nothing moves and the reason stays the finding's."""
-        unused = {}
+        unused, dead = {}, {}
         for name, step in self.steps.items():
             assign = self.module.parent_of(step.binding)
             if self.app_of[name].kind == "decorator" or step.opaque is not None or step.holder or step.entry \
@@ -211,15 +211,53 @@ class Builder:
                     or not isinstance(assign.targets[0], ast.Name):
                 continue
             owner, target = enclosing_scope(self.module, step.binding), assign.targets[0].id
-            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and not self.module.names.declared_shared(target) and not reads_of(self.module, target, step.binding):
+            if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) or self.module.names.declared_shared(target):
+                continue
+            again = self._overwritten(step)
+            if not reads_of(self.module, target, step.binding):
                 unused[name] = f"`{target}` is made in `{owner.name}` and never used (delete it if it is not needed)"
-        if len(unused) == len(self.steps):
+            elif again is not None and self._own_lines(assign):
+                dead[name] = (assign, again)  # dead code, a pmap that runs nothing: it goes
+            elif again is not None:
+                unused[name] = (f"`{target}` is made in `{owner.name}` and bound again at line {again.lineno} before "
+                                "any use (delete it if it is not needed)")
+        if len(unused) + len(dead) == len(self.steps):
             return
+        moving = {id(step.func) for name, step in self.steps.items() if name not in unused and name not in dead}
         for name, why in unused.items():
+            if id(self.steps[name].func) in moving:
+                raise Blocked(self.app_of[name].line, f"{why}; it maps the function a step that moves maps, whose "
+                              "collectives the global view removes")
             self.unused[self.app_of[name].line] = why
+        for name, (assign, again) in dead.items():
+            self._delete_lines(assign)
+            self._drop_import(self.app_of[name].ref)
+            self.notes.add(f"line {assign.lineno}: `{assign.targets[0].id}`, a pmap bound again at line "
+                           f"{again.lineno} before any use, goes")
+        for name in [*unused, *dead]:
             for table in (self.steps, self.app_of, self.fun, self.jit_options):
                 table.pop(name, None)
+
+    def _overwritten(self, step: Step) -> ast.Assign | None:
+        """The assignment that binds a step's name again, in the function that made it, before any
+        read of the step (``p_eval_step = jax.pmap(eval_step)`` made twice, the first never read):
+        every read of the name is reached by another of its assignments there. None where one
+        may read this one, or it is not made so."""
+        assign = self.module.parent_of(step.binding)
+        if step.holder or step.entry or step.factory is not None or not isinstance(assign, ast.Assign) \
+                or len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name):
+            return None
+        target, scope = assign.targets[0].id, enclosing_scope(self.module, assign)
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        assigns = [node for node in ast.walk(scope) if isinstance(node, ast.Assign) and len(node.targets) == 1
+                   and _same_name(node.targets[0], target) and enclosing_scope(self.module, node) is scope]
+        reads = reads_of(self.module, target, step.binding)
+        reached = [reaching_assignment(self.module, read, assigns) for read in reads]
+        if not reads or any(found is None or found is assign for found in reached):
+            return None
+        later = [node for node in assigns if node.lineno > assign.lineno]
+        return min(later, key=lambda node: node.lineno) if later else None
 
     def _with_what_the_step_does(self, blocked: Blocked, drivers, factories) -> Blocked:
         """Where an argument of a step is made by something the driving code's analysis does not
@@ -452,6 +490,13 @@ class Builder:
                 assign.targets[0].id)
             binding = made
         name = self._own_name(name, binding)
+        if name in self.steps and self._overwritten(self.steps[name]) is not None:
+            # (the earlier one, dead, is left as it is: ``_leave_unused``)
+            earlier = f"{name}` made first in `{enclosing_scope(self.module, binding).name}"
+            for table in (self.steps, self.app_of, self.fun, self.jit_options):
+                if name in table:
+                    table[earlier] = table.pop(name)
+            self.steps[earlier].name = earlier
         self.fun[name] = fun
         values = {}
         for option, value in options.items():
