@@ -15,6 +15,7 @@ import numpy as np
 from jax import lax
 
 LEARNING_RATE = 0.1
+KEEP_PROB = 0.9  # dropout's
 N_DEVICES = jax.local_device_count()
 
 
@@ -37,8 +38,8 @@ def forward(params, x):
 
 def loss_fn(params, batch, dropout_key):
     x, y = batch
-    keep = jax.random.bernoulli(dropout_key, 0.9, x.shape)
-    logits = forward(params, jnp.where(keep, x / 0.9, 0.0))
+    keep = jax.random.bernoulli(dropout_key, KEEP_PROB, x.shape)
+    logits = forward(params, jnp.where(keep, x / KEEP_PROB, 0.0))
     return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * y, axis=-1))
 
 
