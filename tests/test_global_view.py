@@ -663,6 +663,8 @@ _TOKENS = (FIXTURES / "token_rows_merged_in_the_loss.in.py").read_text()
     pytest.param("    xb, yb = get_batch(data, rng, 16)\n    losses.append",
                  "    xb, yb = get_batch(data, rng, 16)\n    print(xb.shape)\n    losses.append",
                  "print(xb.shape)", "`xb` has pmap's device axis here", id="the batch a function split, read"),
+    pytest.param("    losses = []\n", "    losses = []\n    sources = [get_batch]\n", "sources = [get_batch]",
+                 "`get_batch` returns batches it splits per device elsewhere", id="the batch function used as a value"),
 ])
 def test_rows_merged_in_a_loss_and_batches_a_function_splits(old, new, marker, reason):
     if marker is None:

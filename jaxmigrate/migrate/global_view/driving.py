@@ -480,8 +480,10 @@ class DriverAnalyzer:
             for node in reads_of(self.module, reader.name, reader):
                 call = self.module.parent_of(node)
                 if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.reader_calls):
-                    raise Blocked(node.lineno, f"`{reader.name}` is given values with pmap's device axis elsewhere, "
-                                  "and is called or used here where this fix does not read it")
+                    what = "returns batches it splits per device" if id(reader) in self._batch_functions else \
+                        "is given values with pmap's device axis"
+                    raise Blocked(node.lineno, f"`{reader.name}` {what} elsewhere, and is called or used here where "
+                                  "this fix does not read it")
 
     def _preparers_only_mapped_where_read(self) -> None:
         """A batch preparer whose split goes is used only in the ``map`` calls this analysis read:
