@@ -69,6 +69,11 @@ NUMPY = ("numpy", None, "np")
             "from functools import partial\nfrom toolz import curry\n\nimport numpy as np\nimport tensorflow as tf\n",
             id="no jax group: the first group of third-party imports alone"),
         pytest.param(
+            "import jax\nimport jax.numpy as jnp\nimport equinox as eqx\nimport optax\nimport os\n", [NAMED_SHARDING],
+            "import jax\nimport jax.numpy as jnp\nfrom jax.sharding import NamedSharding\nimport equinox as eqx\n"
+            "import optax\nimport os\n",
+            id="a group in no sorted order: after its package's last import"),
+        pytest.param(
             "import jax\n", [JAX], "import jax\n",
             id="already imported: nothing added"),
         pytest.param(

@@ -334,6 +334,15 @@ def _into_group(header: _Header, group: list[ast.stmt], line: str, module: str, 
 
     plain_first = all(isinstance(a, ast.Import) or isinstance(b, ast.ImportFrom)
                       for a, b in zip(group, group[1:]))
+    runs = [[key(stmt) for stmt in group if isinstance(stmt, kind)] for kind in (ast.Import, ast.ImportFrom)] \
+        if plain_first else [[key(stmt) for stmt in group]]
+    package = [stmt for stmt in group if key(stmt).partition(".")[0] == module.lower().partition(".")[0]]
+    if any(run != sorted(run) for run in runs) and package:
+        # A group in no sorted order has no sorted place: the new line goes after its package's last.
+        end = header.line_end(package[-1].end_lineno)
+        if end == len(header.text) and not header.text.endswith(("\n", "\r")):
+            return Edit(end, end, f"{header.newline}{line}")
+        return Edit(end, end, f"{line}{header.newline}")
     for stmt in group:
         if plain_first and is_from and isinstance(stmt, ast.Import):
             continue
