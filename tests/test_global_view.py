@@ -678,6 +678,42 @@ def test_rows_merged_in_a_loss_and_batches_a_function_splits(old, new, marker, r
     assert_variant_blocks(_TOKENS, old, new, marker, reason)
 
 
+_VMAPPED = (FIXTURES / "per_example_model_vmapped.in.py").read_text()
+_VMAPPED_LOSS = "    logits = jax.vmap(predict, in_axes=(None, 0, None))(params, x, TIME)\n"
+
+
+@pytest.mark.parametrize(("new", "reason"), [
+    pytest.param("    logits = jax.vmap(predict, in_axes=(None, 0, None), axis_name='i')(params, x, TIME)\n",
+                 "a `jax.vmap` with options other than `in_axes=`", id="a named vmap axis"),
+    pytest.param("    logits = jax.vmap(predict, in_axes=(None, 1, None))(params, x, TIME)\n",
+                 "`in_axes=` of a `jax.vmap` other than 0 or 0 / None per argument", id="mapped over another axis"),
+    pytest.param("    logits = jax.vmap(predict, in_axes=(None, None, 0))(params, x, TIME)\n",
+                 "a `jax.vmap` given a per-device value other than per-example rows mapped", id="the batch unmapped"),
+    pytest.param("    center = x.mean(0)\n    logits = jax.vmap(lambda row: predict(params, row - center, TIME))(x)\n",
+                 "a `jax.vmap`ped function that reads per-device values from around it", id="a closure over the batch"),
+    pytest.param("    logits = jax.vmap(lambda row: jax.lax.pmean(predict(params, row, TIME), 'batch'))(x)\n",
+                 "a collective inside a `jax.vmap`ped function", id="a collective inside"),
+])
+def test_a_vmap_over_the_examples_is_per_example_only_in_its_plain_forms(new, reason):
+    assert plan_global(_VMAPPED).possible, plan_global(_VMAPPED).blocker
+    text = _VMAPPED.replace(_VMAPPED_LOSS, new)
+    assert text != _VMAPPED
+    view = plan_global(text)
+    assert not view.possible and reason in view.blocker, view.blocker
+
+
+def test_an_equinox_model_vmapped_and_its_filtered_gradient_are_followed():
+    # Equinox's idiom (a model for one example, `eqx.filter_value_and_grad`): read without equinox.
+    text = _VMAPPED.replace("import optax\n", "import equinox as eqx\nimport optax\n").replace(
+        "    loss, grads = jax.value_and_grad(compute_loss)(params, x, y)\n",
+        "    loss, grads = eqx.filter_value_and_grad(compute_loss)(params, x, y)\n").replace(
+        _VMAPPED_LOSS, "    logits = jax.vmap(params, in_axes=(0, None))(x, TIME)\n")
+    assert "eqx.filter_value_and_grad" in text and "jax.vmap(params," in text
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    assert "grads = jax.lax.pmean" not in fix(text, set())
+
+
 _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 

@@ -40,7 +40,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "metrics_averaged_on_the_host", "replicated_together", "replicated_onto_a_mesh",
     "replicated_by_a_helper_given_devices", "replicated_by_a_leaf_function", "replicated_metrics_logged",
     "batch_stats_synced_before_eval", "step_made_by_a_function", "token_rows_merged_in_the_loss",
-    "step_bound_again_before_use",
+    "step_bound_again_before_use", "per_example_model_vmapped",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -57,7 +57,8 @@ FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_
         "global_steps_of_one_name", "global_pad_wrapper_kept", "global_metrics_averaged_on_the_host",
         "global_replicated_together", "global_replicated_metrics_logged",
         "global_batch_stats_synced_before_eval", "global_step_made_by_a_function",
-        "global_token_rows_merged_in_the_loss", "global_step_bound_again_before_use"}
+        "global_token_rows_merged_in_the_loss", "global_step_bound_again_before_use",
+        "global_per_example_model_vmapped"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -89,14 +90,17 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_batch_stats_synced_before_eval": "['params']",
           "global_step_made_by_a_function": "['params']",
           "global_token_rows_merged_in_the_loss": "['params']",
-          "global_step_bound_again_before_use": "['params']"}
+          "global_step_bound_again_before_use": "['params']",
+          "global_per_example_model_vmapped": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
 # step reduces over the batch itself: the bytes its all-reduces add (XLA folds them into the
 # gradient's: no more ops).
 REDUCED_IN_THE_STEP = {"global_metrics_averaged_on_the_host": 2 * 2 * 4,  # loss and accuracy (f32), 2 steps
-                       "global_replicated_together": 4}  # the loss (f32)
+                       "global_replicated_together": 4,  # the loss (f32)
+                       # the loss is a sum of two means: GSPMD reduces each (f32), pmap's pmean the sum
+                       "global_per_example_model_vmapped": 4}
 
 
 def migrate(old: Path) -> str:
@@ -318,7 +322,8 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
                                   "global_padded_evaluation", "global_replicated_metrics_logged",
                                   "global_replicated_onto_a_mesh", "global_replicated_by_a_helper_given_devices",
                                   "global_replicated_by_a_leaf_function", "global_batch_stats_synced_before_eval",
-                                  "global_step_made_by_a_function", "global_token_rows_merged_in_the_loss"])
+                                  "global_step_made_by_a_function", "global_token_rows_merged_in_the_loss",
+                                  "global_per_example_model_vmapped"])
 def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
     """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
     for pmap becomes a global array with make_array_from_process_local_data, and every process gets

@@ -558,6 +558,8 @@ class StepAnalyzer:
             for fn in stored:  # any of them may be the one the state holds
                 kind = join(kind, self._call_def(fn.node, args, fn.frame))
             return kind
+        if isinstance(node.func, ast.Call) and self.names.qualified_name(node.func.func) == "jax.vmap":
+            return self._vmapped(node, frame)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return self._opaque(node, frame)
         callee = self.expr(node.func, frame) if not qualified else None
@@ -574,6 +576,51 @@ class StepAnalyzer:
         if isinstance(node.func, ast.Attribute):
             return self._method(node, frame)
         return self._opaque(node, frame)
+
+    def _vmapped(self, node: ast.Call, frame: Frame) -> Kind:
+        """``jax.vmap(f, in_axes=(0, None))(x, t)`` over per-example ``x`` (Equinox's idiom for a
+        model of one example): each row of the result is ``f`` of one example's row, so it is per
+        example. ``f`` is a replicated callable (a model: per example by the module docs'
+        assumption), or a function of the module that, given replicated values, computes a
+        replicated one with no collective (read so: it reads nothing per-device from around it).
+        Only arguments mapped over their first axis may be per example."""
+        vmap = node.func
+        keywords = {k.arg: k.value for k in vmap.keywords}
+        if not vmap.args or len(vmap.args) > 2 or None in keywords or set(keywords) - {"in_axes"} \
+                or len(vmap.args) == 2 and "in_axes" in keywords or node.keywords \
+                or any(isinstance(a, ast.Starred) for a in [*vmap.args, *node.args]):
+            return U("a `jax.vmap` with options other than `in_axes=` (an axis name, `out_axes=`) or called "
+                     "with keyword or starred arguments", node.lineno)
+        given = vmap.args[1] if len(vmap.args) == 2 else keywords.get("in_axes")
+        try:
+            in_axes = 0 if given is None else ast.literal_eval(given)
+        except ValueError:
+            return U("`in_axes=` of a `jax.vmap` is not a literal", node.lineno)
+        if in_axes == 0:
+            in_axes = (0,) * len(node.args)
+        if not (isinstance(in_axes, (tuple, list)) and len(in_axes) == len(node.args)
+                and all(axis in (0, None) for axis in in_axes)):
+            return U("`in_axes=` of a `jax.vmap` other than 0 or 0 / None per argument", node.lineno)
+        kinds = [flat(self.expr(arg, frame), node.lineno) for arg in node.args]
+        unknown = next((kind for kind in kinds if isinstance(kind, U)), None)
+        if unknown is not None:
+            return unknown
+        if any(kind not in (R, BOT) and (axis is None or kind != S) for kind, axis in zip(kinds, in_axes)):
+            return U("a `jax.vmap` given a per-device value other than per-example rows mapped over their "
+                     "first axis", node.lineno)
+        fn = self.expr(vmap.args[0], frame)
+        if isinstance(fn, Fn):
+            if any(isinstance(n, ast.Call) and self.names.qualified_name(n.func) in COLLECTIVES
+                   for n in ast.walk(fn.node)):
+                return U("a collective inside a `jax.vmap`ped function", node.lineno)
+            inner = self._call_def(fn.node, [R] * len(node.args), fn.frame)
+            if any(leaf != R for leaf in leaves(inner)):
+                return U("a `jax.vmap`ped function that reads per-device values from around it", node.lineno)
+        elif flat(fn, node.lineno) != R:
+            return U("a `jax.vmap` of a function this analysis does not read", node.lineno)
+        if BOT in kinds:
+            return BOT
+        return S if S in kinds else R
 
     def _sum(self, node: ast.Call, frame: Frame) -> Kind:
         """Python's ``sum``: of a list, tuple or comprehension, its items added (``sum([jnp.sum(x **
