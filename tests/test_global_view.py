@@ -714,6 +714,17 @@ def test_an_equinox_model_vmapped_and_its_filtered_gradient_are_followed():
     assert "grads = jax.lax.pmean" not in fix(text, set())
 
 
+def test_a_helper_that_goes_takes_the_comment_right_above_it_and_leaves_one_set_apart():
+    source = (FIXTURES / "replicate_helpers.in.py").read_text()
+    text = source.replace("def replicate(tree):", "# Copies every leaf onto each local device.\ndef replicate(tree):").replace(
+        "def unreplicate(tree):", "# Helpers.\n\n\ndef unreplicate(tree):")
+    text += '\n\nif __name__ == "__main__":\n    train(None, [])\n'  # (a script's helpers may go)
+    assert text.count("# ") >= source.count("# ") + 2
+    fixed = fix(text, set())
+    assert "def replicate(" not in fixed and "def unreplicate(" not in fixed
+    assert "Copies every leaf" not in fixed and "# Helpers.\n" in fixed
+
+
 _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 

@@ -74,6 +74,10 @@ NUMPY = ("numpy", None, "np")
             "import optax\nimport os\n",
             id="a group in no sorted order: after its package's last import"),
         pytest.param(
+            "import numpy.random as npr\nfrom jax import jit\nimport jax.numpy as np\nimport os\n", [JAX],
+            "import numpy.random as npr\nimport jax\nfrom jax import jit\nimport jax.numpy as np\nimport os\n",
+            id="a group in no sorted order: the package itself before its first import"),
+        pytest.param(
             "import jax\n", [JAX], "import jax\n",
             id="already imported: nothing added"),
         pytest.param(

@@ -338,7 +338,11 @@ def _into_group(header: _Header, group: list[ast.stmt], line: str, module: str, 
         if plain_first else [[key(stmt) for stmt in group]]
     package = [stmt for stmt in group if key(stmt).partition(".")[0] == module.lower().partition(".")[0]]
     if any(run != sorted(run) for run in runs) and package:
-        # A group in no sorted order has no sorted place: the new line goes after its package's last.
+        # A group in no sorted order has no sorted place: the new line goes after its package's last
+        # (`import jax` itself, before its package's first).
+        if not is_from and "." not in module:
+            start = header.line_start(package[0].lineno)
+            return Edit(start, start, f"{line}{header.newline}")
         end = header.line_end(package[-1].end_lineno)
         if end == len(header.text) and not header.text.endswith(("\n", "\r")):
             return Edit(end, end, f"{header.newline}{line}")

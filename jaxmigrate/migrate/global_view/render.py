@@ -355,7 +355,7 @@ class Builder:
             statement = helper.statement
             owner = self.module.parent_of(statement)
             self._delete_lines(statement, blank_after=owner is self.module.tree,
-                               blank_before=isinstance(owner, ast.ClassDef))
+                               blank_before=isinstance(owner, ast.ClassDef), comments_above=True)
             for node in ast.walk(helper.fn):
                 if isinstance(node, (ast.Name, ast.Attribute)):
                     self._drop_import(node)
@@ -825,12 +825,18 @@ class Builder:
         return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
             and not self.module.has_comment(statement)
 
-    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False, blank_before: bool = False) -> None:
+    def _delete_lines(self, statement: ast.stmt, blank_after: bool = False, blank_before: bool = False,
+                      comments_above: bool = False) -> None:
         """Delete ``statement``'s lines (with ``blank_after``, the blank lines after it too, so a
         removed module-level def leaves the file's spacing between its neighbours; with
-        ``blank_before``, those above it, as a removed method leaves its class's)."""
+        ``blank_before``, those above it, as a removed method leaves its class's; with
+        ``comments_above``, the comment lines right above it, which speak of it: a def's own)."""
         starts = self.module.src.line_starts
         first = statement.lineno
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.decorator_list:
+            first = statement.decorator_list[0].lineno
+        while comments_above and first > 2 and self.module.src.line(first - 1).lstrip().startswith("#"):
+            first -= 1  # (never line 1 or 2: a shebang or an encoding line is the file's)
         if blank_before:
             while first > 1 and not self.module.src.line(first - 1).strip():
                 first -= 1
