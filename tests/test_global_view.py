@@ -725,6 +725,33 @@ def test_a_helper_that_goes_takes_the_comment_right_above_it_and_leaves_one_set_
     assert "Copies every leaf" not in fixed and "# Helpers.\n" in fixed
 
 
+_SEVERAL_PROCESSES = """import jax
+import jax.numpy as jnp
+
+
+def step(w, x):
+    return w - 0.1 * jax.lax.pmean(jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w), "i")
+
+
+def fit(w, x):
+    jax.distributed.initialize()
+    w = jax.device_put_replicated(w, jax.devices())
+    x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])
+    return jax.pmap(step, axis_name="i")(w, x)[0]
+"""
+
+
+def test_a_replication_onto_jax_devices_is_every_local_device_wherever_it_runs():
+    # With several processes `jax.devices()` holds devices this process cannot reach, and the copy
+    # raises: where the original runs, they are the process's own.
+    view = plan_global(_SEVERAL_PROCESSES)
+    assert view.possible, view.blocker
+    assert "jax.device_put(w, NamedSharding(mesh, P()))" in fix(_SEVERAL_PROCESSES, set())
+    # Another list of every device is not shown to be the local ones.
+    other = _SEVERAL_PROCESSES.replace("jax.devices())", "jax.devices()[:4])")
+    assert not plan_global(other).possible
+
+
 _GENERATORS = (FIXTURES / "batches_from_generators.in.py").read_text()
 
 

@@ -1336,7 +1336,7 @@ class DriverAnalyzer:
             self._edit(node, "key", node.args[0])
             return DKEYS
         if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords \
-                and self.shapes.is_every_local_device(node.args[1]):
+                and self.shapes.is_replication_target(node.args[1]):
             self._host(node.args[0], env)
             self._edit(node, "replicate", node.args[0])
             return DREP

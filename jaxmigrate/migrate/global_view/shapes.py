@@ -84,7 +84,7 @@ class DeviceAxisShapes:
                 and self.is_every_local_device(body.args[1]):
             return "replicate"
         if qualified == _DEVICE_PUT_REPLICATED and len(body.args) == 2 and is_name(body.args[0], x) \
-                and self.is_every_local_device(body.args[1]):
+                and self.is_replication_target(body.args[1]):
             return "replicate"
         # What JAX's migration guide puts for `device_put_replicated` (and today's flax `replicate`
         # does): the copies laid out one per local device, `jax.device_put(jnp.stack([x] * n),
@@ -314,6 +314,16 @@ class DeviceAxisShapes:
         qualified = self.names.qualified_name(node.func) if isinstance(node, ast.Call) \
             and not node.args and not node.keywords else None
         return qualified == "jax.local_devices" or qualified == "jax.devices" and self._one_process()
+
+    def is_replication_target(self, node: ast.expr) -> bool:
+        """The devices a ``device_put_replicated`` copies onto, when they are every local device:
+        those ``is_every_local_device`` knows, or ``jax.devices()`` in any module: run as several
+        processes, it holds devices this process cannot reach and the copy raises, so wherever the
+        call runs they are this process's own."""
+        if isinstance(node, ast.Call) and not node.args and not node.keywords \
+                and self.names.qualified_name(node.func) == "jax.devices":
+            return True
+        return self.is_every_local_device(node)
 
     def is_placed_per_device(self, body: ast.expr, x: str) -> bool:
         """``jax.device_put(x, sharding)``, the sharding one slice of a leading axis per local device."""
