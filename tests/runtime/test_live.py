@@ -103,7 +103,9 @@ def test_hanging_side_is_killed_with_its_children(harness_case, tmp_path: Path, 
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    report = verify(old, new, ["hangs"], timeout=4)
+    # (8 s: the old side starts, compiles and runs in about 1.5 s alone, and in 4 s did not on a
+    # loaded machine)
+    report = verify(old, new, ["hangs"], timeout=8)
     assert report.exit_code == 2
     assert report.new.failure.kind == "timeout" and "'hangs'" in report.new.failure.message
     assert report.old.failure is None and report.entry("hangs").old.status == "ok"
