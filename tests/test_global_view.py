@@ -629,6 +629,18 @@ def test_a_step_a_function_makes_moves_only_where_the_pmap_alone_takes_it(old, n
     assert not view.possible and reason in view.blocker, view.blocker
 
 
+def test_a_comment_over_dropped_pmeans_goes_with_them_where_it_speaks_of_them_alone():
+    commented = _MADE.replace("        grads = jax.lax.pmean(grads, axis_name=\"devices\")\n",
+                              "        # Average across devices.\n        grads = jax.lax.pmean(grads, axis_name=\"devices\")\n")
+    assert commented != _MADE
+    fixed = fix(commented, set())
+    assert "Average across devices" not in fixed and "(params, batch)\n\n        updates, opt_state" in fixed
+    # Followed by a statement that stays in the same paragraph, it may speak of that one too: it stays.
+    kept = _TOKENS.replace("    grads = jax.lax.pmean(grads, axis_name=\"batch\")\n",
+                           "    # Average, then update.\n    grads = jax.lax.pmean(grads, axis_name=\"batch\")\n")
+    assert kept != _TOKENS and "    # Average, then update.\n    updates, opt_state" in fix(kept, set())
+
+
 def test_a_tree_map_of_a_dropped_pmean_goes_with_the_blank_line_its_block_leaves():
     fixed = fix(_MADE, set())
     assert "tree_map(lambda x: x, metrics)" not in fixed and "metrics = " not in fixed.split("def eval_step")[0]

@@ -179,8 +179,11 @@ class Builder:
 
     def _close_blank_gaps(self) -> None:
         """Lines deleted whole between two blank lines (a step's block of pmeans set apart) leave
-        the blank line above them alone: the one below goes with them."""
+        the blank line above them alone: the one below goes with them. The comment lines right
+        above such lines, at their indentation, when nothing follows them in their paragraph
+        (``# average gradients across devices`` over the pmeans), speak of them: they go too."""
         text, starts = self.module.text, self.module.src.line_starts
+        line = self.module.src.line
         line_of = {start: number for number, start in enumerate(starts, 1)}
         runs: list[list[int]] = []
         for edit in sorted(self.plan.edits):
@@ -192,7 +195,17 @@ class Builder:
                 runs.append([edit.start, edit.end])
         touched = {edit.start for edit in self.plan.edits} | {edit.end for edit in self.plan.edits}
         for start, end in runs:
-            above, below = line_of[start] - 1, line_of[end]
+            first, below = line_of[start], line_of[end]
+            indent = _indentation(line(first))
+            top = first
+            while top > 3 and line(top - 1).strip().startswith("#") and _indentation(line(top - 1)) == indent \
+                    and starts[top - 2] not in touched:
+                top -= 1
+            if top < first and (below > len(starts) or not line(below).strip()
+                                or len(_indentation(line(below))) < len(indent)):
+                self.plan.edits.append(Edit(starts[top - 1], start, ""))
+                start = starts[top - 1]
+            above = line_of[start] - 1
             if above < 1 or below >= len(starts) or self.module.src.line(above).strip() \
                     or self.module.src.line(below).strip() or starts[below] in touched:
                 continue
@@ -1187,3 +1200,7 @@ def _identifiers_of(node: ast.AST) -> tuple[str, ...]:
 def _lines(numbers: set[int]) -> str:
     """``line 7`` / ``lines 7, 12``."""
     return ("lines " if len(numbers) > 1 else "line ") + ", ".join(map(str, sorted(numbers)))
+
+
+def _indentation(text: str) -> str:
+    return text[:len(text) - len(text.lstrip())]
