@@ -52,6 +52,15 @@ def assert_variant_blocks(source: str, old: str, new: str, marker: str, reason: 
     assert_blocks_at(text, marker, reason)
 
 
+def assert_variant_blocked_for(source: str, old: str, new: str, reason: str) -> None:
+    """``source`` takes the global view; with ``old`` made ``new`` it does not, for ``reason``."""
+    assert plan_global(source).possible, plan_global(source).blocker
+    text = source.replace(old, new)
+    assert text != source
+    view = plan_global(text)
+    assert not view.possible and reason in view.blocker, view.blocker
+
+
 def test_every_case_has_a_fixture_pair():
     outs = sorted(p.name.removesuffix(".out.py") for p in FIXTURES.glob("*.out.py"))
     assert CASES and outs == CASES
@@ -601,11 +610,7 @@ _SYNCED = (FIXTURES / "batch_stats_synced_before_eval.in.py").read_text()
                  "`batch` has pmap's device axis here", id="the truth of a split batch"),
 ])
 def test_a_replicated_state_synced_by_a_helper_blocks_only_off_its_forms(old, new, reason):
-    assert plan_global(_SYNCED).possible
-    text = _SYNCED.replace(old, new)
-    assert text != _SYNCED
-    view = plan_global(text)
-    assert not view.possible and reason in view.blocker, view.blocker
+    assert_variant_blocked_for(_SYNCED, old, new, reason)
 
 
 _MADE = (FIXTURES / "step_made_by_a_function.in.py").read_text()
@@ -623,10 +628,7 @@ _MADE = (FIXTURES / "step_made_by_a_function.in.py").read_text()
                  "is decorated: what the pmap runs is not its body", id="what it makes decorated"),
 ])
 def test_a_step_a_function_makes_moves_only_where_the_pmap_alone_takes_it(old, new, reason):
-    text = _MADE.replace(old, new)
-    assert text != _MADE
-    view = plan_global(text)
-    assert not view.possible and reason in view.blocker, view.blocker
+    assert_variant_blocked_for(_MADE, old, new, reason)
 
 
 def test_a_comment_over_dropped_pmeans_goes_with_them_where_it_speaks_of_them_alone():
@@ -707,11 +709,7 @@ _VMAPPED_LOSS = "    logits = jax.vmap(predict, in_axes=(None, 0, None))(params,
                  "a collective inside a `jax.vmap`ped function", id="a collective inside"),
 ])
 def test_a_vmap_over_the_examples_is_per_example_only_in_its_plain_forms(new, reason):
-    assert plan_global(_VMAPPED).possible, plan_global(_VMAPPED).blocker
-    text = _VMAPPED.replace(_VMAPPED_LOSS, new)
-    assert text != _VMAPPED
-    view = plan_global(text)
-    assert not view.possible and reason in view.blocker, view.blocker
+    assert_variant_blocked_for(_VMAPPED, _VMAPPED_LOSS, new, reason)
 
 
 def test_an_equinox_model_vmapped_and_its_filtered_gradient_are_followed():

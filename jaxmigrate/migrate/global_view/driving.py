@@ -1287,8 +1287,7 @@ class DriverAnalyzer:
             closure = self._closure(reader, node, env)
             if id(reader) in self.readers or closure or any(
                     _carries(leaf) or isinstance(leaf, StepRef) for k in passed for leaf in _hleaves(k)):
-                self.readers[id(reader)] = reader
-                self.reader_calls.add(id(node))
+                self._read_at(reader, node)
                 return self._wrapper_call(reader, node, env, kinds, closure=closure)
             if self._is_generator(reader) and self._splits_batches(reader) or self._maps_batches(reader):
                 # Read to tell whether it yields batches split per device; one that yields host
@@ -1296,8 +1295,7 @@ class DriverAnalyzer:
                 before = set(self.edits)
                 made = self._wrapper_call(reader, node, env, kinds)
                 if isinstance(made, Source):
-                    self.readers[id(reader)] = reader
-                    self.reader_calls.add(id(node))
+                    self._read_at(reader, node)
                     return made
                 for key in set(self.edits) - before:
                     del self.edits[key]
@@ -1671,6 +1669,11 @@ class DriverAnalyzer:
         batches it splits per device come out whole in the global view."""
         return self._is_generator(scope) or id(scope) in self._batch_functions
 
+    def _read_at(self, func: ast.FunctionDef, node: ast.Call) -> None:
+        """``func`` is read at its calls, this one among them (``_readers_only_called_where_read``)."""
+        self.readers[id(func)] = func
+        self.reader_calls.add(id(node))
+
     def _batches_made(self, func: ast.FunctionDef, node: ast.Call, env: dict, kinds: list):
         """A function given host values that splits batches per device and returns them
         (nanoGPT-style ``x, y = get_batch(...)``): read as a generator is, the batches it returns
@@ -1686,8 +1689,7 @@ class DriverAnalyzer:
             made = None
         leaves = _hleaves(made) if made is not None else []
         if SOURCED in leaves and all(leaf in (SOURCED, HOST) for leaf in leaves):
-            self.readers[id(func)] = func
-            self.reader_calls.add(id(node))
+            self._read_at(func, node)
             return made
         self._batch_functions.discard(id(func))
         for key in set(self.edits) - before:

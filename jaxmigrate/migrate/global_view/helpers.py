@@ -366,8 +366,8 @@ def arguments(helper: Helper, call: ast.Call) -> list[ast.expr] | None:
     """What ``call`` passes the helper, in its parameters' order: the value, and the device list
     or count it takes, positionally or by its parameter's name (``shard(batch, num_devices=n)``)."""
     given = list(call.args)
+    names = [a.arg for a in helper.fn.args.args] if isinstance(helper.fn, ast.FunctionDef) else []
     for keyword in call.keywords:
-        names = [a.arg for a in helper.fn.args.args] if isinstance(helper.fn, ast.FunctionDef) else []
         if keyword.arg is None or names[len(given):len(given) + 1] != [keyword.arg]:
             return None
         given.append(keyword.value)

@@ -182,8 +182,7 @@ class Builder:
         the blank line above them alone: the one below goes with them. The comment lines right
         above such lines, at their indentation, when nothing follows them in their paragraph
         (``# average gradients across devices`` over the pmeans), speak of them: they go too."""
-        text, starts = self.module.text, self.module.src.line_starts
-        line = self.module.src.line
+        starts, line = self.module.src.line_starts, self.module.src.line
         line_of = {start: number for number, start in enumerate(starts, 1)}
         runs: list[list[int]] = []
         for edit in sorted(self.plan.edits):
