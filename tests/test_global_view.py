@@ -1839,3 +1839,34 @@ def test_the_mesh_takes_the_name_a_deleted_helper_used_and_not_one_a_kept_helper
     assert library != _GIVEN_DEVICES
     new = fix(library, set())
     assert "def device_put_replicated" in new and "    batch_mesh = jax.make_mesh(" in new
+
+
+_MLP = (FIXTURES / "mlp.in.py").read_text()
+_TWO_PMEANS = '    grads = lax.pmean(grads, axis_name="batch")\n    loss = lax.pmean(loss, "batch")\n'
+
+
+@pytest.mark.parametrize(("pmean", "left"), [
+    pytest.param('    loss, grads = lax.pmean((loss, grads), "batch")\n', None, id="the same names"),
+    pytest.param('    avg_loss, grads = lax.pmean((loss, grads), "batch")\n', "    avg_loss, grads = loss, grads\n",
+                 id="new names"),
+])
+def test_a_dropped_pmean_of_a_tuple_leaves_no_parentheses_or_self_assignment(pmean, left):
+    text = _MLP.replace(_TWO_PMEANS, pmean).replace("return params, loss", "return params, avg_loss" if left else
+                                                    "return params, loss")
+    assert text != _MLP
+    fixed = fix(text, set())
+    assert "pmean" not in fixed and "= (loss, grads)" not in fixed
+    if left is None:
+        assert "loss, grads =" not in fixed.replace("loss, grads = jax.value_and_grad", "")
+    else:
+        assert left in fixed
+
+
+def test_a_device_count_a_script_reads_only_where_the_fix_rewrote_goes_with_the_reads():
+    script = _MLP + '\n\nif __name__ == "__main__":\n    train({"w": jnp.zeros((3, 2)), "b": jnp.zeros(2)}, [])\n'
+    fixed = fix(script, set())
+    assert "N_DEVICES" not in fixed and "PartitionSpec as P\n\n\ndef loss_fn" in fixed
+    # A module other modules import may export it: it stays; so does one the script reads elsewhere.
+    assert "N_DEVICES = jax.local_device_count()" in fix(_MLP, set())
+    read = script.replace('print("loss", loss[0])', 'print("loss", loss[0], N_DEVICES)')
+    assert "N_DEVICES = jax.local_device_count()" in fix(read, set())

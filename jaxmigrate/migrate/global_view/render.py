@@ -10,7 +10,9 @@ and lose the device axis), ``options`` (how pmap is applied). Anything they cann
 from __future__ import annotations
 
 import ast
+import io
 import json
+import tokenize
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import child_of, enclosing_scope, reaching_assignment, reads_of
@@ -405,7 +407,8 @@ class Builder:
     def _drop_unused_locals(self, replaced: list[tuple[int, int]], removed: list[tuple[int, int]],
                             rewritten: list[tuple[int, int]]) -> None:
         """``n = jax.local_device_count()`` in a function, read only by the reshapes and splits the
-        fix ``replaced``, goes with them (a module-level one stays: other modules may import it); so
+        fix ``replaced``, goes with them (at module level only in a script, and not one its ``__all__``
+        lists: other modules may import a library's, as the helpers of ``_unused_helpers``); so
         does a shape those reshapes alone read (``shape_prefix = (n, per_device)``), and an axis
         name read only by the pmaps and collectives the fix ``rewritten`` (``axis_name = "x"``)."""
         loads: dict[int, list[ast.Name]] = {}
@@ -415,6 +418,7 @@ class Builder:
                     if isinstance(binding, ValueBinding):
                         loads.setdefault(id(binding.value), []).append(node)
         axes = {step.axis for step in self.steps.values()}
+        exported = self._exported()
         shapes = DeviceAxisShapes(self.module)
         deleted: list[tuple[int, int]] = []  # (a device list read only by a count that goes, goes after it)
         pending = [node for node in self.module.of_type(ast.Assign)
@@ -432,7 +436,9 @@ class Builder:
                     spans = replaced + deleted
                 else:
                     continue
-                if self.module.parent_of(node) is self.module.tree or not self._own_lines(node):
+                module_level = self.module.parent_of(node) is self.module.tree
+                if module_level and (not is_script(self.module) or node.targets[0].id in exported) \
+                        or not self._own_lines(node):
                     continue
                 if any(start <= self.module.span(node)[0] < end for start, end in removed):
                     continue  # goes with the helper it is in
@@ -440,7 +446,10 @@ class Builder:
                 if uses and all(any(start <= self.module.span(u)[0] < end for start, end in spans) for u in uses):
                     # the first statement of a block goes with the blank lines after it: no block opens blank
                     body = getattr(self.module.parent_of(node), "body", None)
-                    self._delete_lines(node, blank_after=bool(body) and body[0] is node)
+                    if module_level:  # between blank lines, the blank lines after it stay: the file's spacing
+                        self._delete_lines(node, blank_before=self._blank_after(node))
+                    else:
+                        self._delete_lines(node, blank_after=bool(body) and body[0] is node)
                     deleted.append(self.module.span(node))
                 else:
                     kept.append(node)
@@ -792,12 +801,14 @@ class Builder:
             return
         if edit.action == "drop":
             statement = self.module.parent_of(node)
-            if isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1 \
-                    and isinstance(statement.targets[0], ast.Name) and isinstance(arg, ast.Name) \
-                    and statement.targets[0].id == arg.id and self._own_lines(statement):
-                self._delete_lines(statement)
+            assigned = isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1
+            if assigned and _same_names(statement.targets[0], arg) and self._own_lines(statement):
+                self._delete_lines(statement)  # `grads = pmean(grads)`: nothing is left to assign
                 return
-            self._replace(node, self._atom(arg, node))
+            text = self._atom(arg, node)
+            if assigned and isinstance(arg, ast.Tuple) and _enclosed(text) and arg.lineno == arg.end_lineno:
+                text = text[1:-1]  # `avg_loss, avg_grads = loss, grads`, as one would write it
+            self._replace(node, text)
             return
         count = f"{self.namer.jax()}.device_count()"
         if edit.tree:
@@ -859,6 +870,10 @@ class Builder:
                 last += 1
         end = starts[last] if last < len(starts) else len(self.module.text)
         self.plan.edits.append(Edit(start, end, ""))
+
+    def _blank_after(self, statement: ast.stmt) -> bool:
+        last = statement.end_lineno
+        return last < len(self.module.src.line_starts) and not self.module.src.line(last + 1).strip()
 
     def _drop_import(self, ref: ast.expr) -> None:
         """Schedule the import that names ``ref``'s root for removal (LibCST removes it only if unused)."""
@@ -1140,6 +1155,14 @@ class Builder:
         return child_of(self.module, node, scope)
 
 
+def _same_names(target: ast.expr, value: ast.expr) -> bool:
+    """``target`` names what ``value`` names, in order: ``x`` and ``x``, ``(a, b)`` and ``(a, b)``."""
+    if isinstance(target, ast.Name) and isinstance(value, ast.Name):
+        return target.id == value.id
+    return isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
+        and all(_same_names(t, v) for t, v in zip(target.elts, value.elts))
+
+
 def _same_name(a: ast.expr, b: ast.expr | str) -> bool:
     name = b if isinstance(b, str) else getattr(b, "id", None) if isinstance(b, ast.Name) else None
     return isinstance(a, ast.Name) and a.id == name
@@ -1161,9 +1184,25 @@ def _last_parameter_end(module, func: ast.FunctionDef, keyword_only: bool) -> in
 def _paren(text: str, node: ast.expr) -> str:
     if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.List, ast.Dict)):
         return text
-    if isinstance(node, ast.Tuple) and text.startswith("("):
+    if isinstance(node, ast.Tuple) and _enclosed(text):
         return text
     return f"({text})"
+
+
+def _enclosed(text: str) -> bool:
+    """``text`` is one parenthesized whole: ``(a, b)``, not ``(a), (b)`` (whose first paren closes early)."""
+    if not text.startswith("("):
+        return False
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.OP]
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    depth = 0
+    for position, token in enumerate(tokens):
+        depth += (token.string in "([{") - (token.string in ")]}")
+        if depth == 0:
+            return position == len(tokens) - 1 and token.end == (len(text.splitlines()), len(text.splitlines()[-1]))
+    return False
 
 
 def _self_of(module, node: ast.AST) -> str | None:
