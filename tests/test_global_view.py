@@ -1870,3 +1870,26 @@ def test_a_device_count_a_script_reads_only_where_the_fix_rewrote_goes_with_the_
     assert "N_DEVICES = jax.local_device_count()" in fix(_MLP, set())
     read = script.replace('print("loss", loss[0])', 'print("loss", loss[0], N_DEVICES)')
     assert "N_DEVICES = jax.local_device_count()" in fix(read, set())
+
+
+_COMMENTED = (FIXTURES / "comments_in_the_pmap_call.in.py").read_text()
+
+
+def test_comments_inside_a_pmap_call_stay_where_the_call_is_edited_in_place():
+    fixed = fix(_COMMENTED, set())
+    assert "# donate_argnums=(0,),  (not on CPU)" in fixed and "# the old parameters are not read again" in fixed
+    assert "the data-parallel axis" not in fixed  # (it ended the line of the option that went)
+    # The lines aligned under the opening bracket move with it.
+    assert "    p_eval_step = jax.jit(eval_step,\n                          # in_axes" in fixed
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    pytest.param('        train_step,\n        axis_name="batch",', '        train_step, axis_name="batch",',
+                 id="between an option that goes and one that stays"),
+    pytest.param("jax.pmap(eval_step,", "jax.jit(jax.pmap(eval_step,", id="in a jit"),
+])
+def test_a_comment_the_in_place_edit_would_delete_still_blocks(old, new):
+    text = _COMMENTED.replace(old, new)
+    if "jax.jit(jax.pmap" in text:
+        text = text.replace("                           )\n", "                           ))\n")
+    assert_variant_blocked_for(_COMMENTED, _COMMENTED, text, "comments inside the pmap call would be lost")

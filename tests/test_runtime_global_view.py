@@ -41,6 +41,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "replicated_by_a_helper_given_devices", "replicated_by_a_leaf_function", "replicated_metrics_logged",
     "batch_stats_synced_before_eval", "step_made_by_a_function", "token_rows_merged_in_the_loss",
     "step_bound_again_before_use", "per_example_model_vmapped", "embedding_rows_summed",
+    "comments_in_the_pmap_call",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -92,7 +93,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_token_rows_merged_in_the_loss": "['params']",
           "global_step_bound_again_before_use": "['params']",
           "global_per_example_model_vmapped": "['params']",
-          "global_embedding_rows_summed": "['grads']"}
+          "global_embedding_rows_summed": "['grads']", "global_comments_in_the_pmap_call": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's

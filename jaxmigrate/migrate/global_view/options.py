@@ -25,9 +25,9 @@ def read_options(module, app: Application) -> tuple[dict[str, ast.expr], ast.exp
         raise Blocked(app.line, app.reason or f"`{module.segment(app.ref)}` may not be jax.pmap")
     if app.nested_with:
         raise Blocked(app.line, f"nested pmap (with the pmap at line {app.nested_with[0].line})")
-    if module.has_comment(app.node):
-        raise Blocked(app.line, "comments inside the pmap call would be lost; migrate by hand")
     node = app.node
+    if module.has_comment(node) and not commented_call_kept(node):
+        raise Blocked(app.line, "comments inside the pmap call would be lost; migrate by hand")
     if app.kind == "decorator":  # @jax.pmap or @partial(jax.pmap, ...)
         partial = node if isinstance(node, ast.Call) else None
     else:  # jax.pmap(f, ...) or partial(jax.pmap, ...)(f)
@@ -62,6 +62,13 @@ def read_options(module, app: Application) -> tuple[dict[str, ast.expr], ast.exp
     if app.kind == "call" and fun is None:
         raise Blocked(app.line, "pmap called without the function to map")
     return options, fun
+
+
+def commented_call_kept(node: ast.AST) -> bool:
+    """``jax.pmap(f, ...)`` with the function first: with comments inside, it is edited in place
+    (the callee, the options jit does not take), and its comments stay where they are."""
+    return isinstance(node, ast.Call) and not isinstance(node.func, ast.Call) and bool(node.args) \
+        and not any(k.arg == "fun" for k in node.keywords)
 
 
 def every_device(module, value: ast.expr, line: int) -> bool:

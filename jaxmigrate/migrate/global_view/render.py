@@ -20,6 +20,7 @@ from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
+from jaxmigrate.migrate.global_view.commented_call import LOST, jit_in_place
 from jaxmigrate.migrate.global_view.driving import (
     DriverAnalyzer,
     Step,
@@ -491,7 +492,11 @@ class Builder:
                               "this fix can follow")
             func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
                 else None
+            if self.module.has_comment(call) and (made is not call or isinstance(fun, ast.Lambda)):
+                raise Blocked(app.line, LOST)  # (written anew around its function: ``jit_in_place`` is for calls)
             if func is None and at_once and not options and made is call and self._opaque(fun, assign):
+                if self.module.has_comment(call):
+                    raise Blocked(app.line, LOST)
                 name = f"jax.pmap(...) at line {app.line}"
                 self.fun[name], self.jit_options[name], self.app_of[name] = fun, [], app
                 self.steps[name] = Step(name, call, None, (0,) * len(assign.args), fun=fun, opaque=len(assign.args))
@@ -775,6 +780,8 @@ class Builder:
                     fun_start, fun_end = self.module.span(self.fun[name])
                     self.plan.edits.append(Edit(start, fun_start, f"{jax}.jit("))
                     self.plan.edits.append(Edit(fun_end, end, "".join(f", {a}" for a in args[1:]) + ")"))
+                elif self.module.has_comment(app.node):
+                    self.plan.edits += jit_in_place(self.module, app.node, f"{jax}.jit", _JIT_OPTIONS)
                 elif app.node.lineno != app.node.end_lineno:  # keep a call laid out one argument a line
                     indent = self.module.src.line(app.node.lineno)
                     indent = indent[: len(indent) - len(indent.lstrip())]
