@@ -1893,3 +1893,25 @@ def test_a_comment_the_in_place_edit_would_delete_still_blocks(old, new):
     if "jax.jit(jax.pmap" in text:
         text = text.replace("                           )\n", "                           ))\n")
     assert_variant_blocked_for(_COMMENTED, _COMMENTED, text, "comments inside the pmap call would be lost")
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(("jax.value_and_grad(loss_fn)(params, batch)", "jax.value_and_grad(loss_fn)(params, batch=batch)"),
+                 id="a gradient function"),
+    pytest.param(("def loss_fn(params, batch):", "def loss_fn(params, batch, *, scale=1.0):"),
+                 id="a keyword-only parameter left to its default"),
+    pytest.param(("    return jnp.mean(jnp.sum((logits - targets) ** 2, axis=-1))",
+                  "    return squared_error(targets=targets, logits=logits)\n\n\n"
+                  "def squared_error(logits, targets):\n"
+                  "    return jnp.mean(jnp.sum((logits - targets) ** 2, axis=-1))"), id="a module function"),
+])
+def test_a_function_the_step_calls_with_keywords_is_read_with_them(change):
+    text = _MLP.replace(*change)
+    assert text != _MLP
+    assert plan_global(text).possible, plan_global(text).blocker
+    # What the keyword carries is read as it is: a per-device value where the function needs
+    # a replicated one still blocks.
+    sorted_rows = text.replace("jnp.mean(jnp.sum((logits - targets) ** 2, axis=-1))",
+                               "jnp.mean(jnp.sort(logits - targets, axis=0))")
+    assert sorted_rows != text
+    assert not plan_global(sorted_rows).possible

@@ -141,21 +141,26 @@ class StepAnalyzer:
     def _call_def(self, func: ast.AST, params: list[Kind], parent: Frame | None,
                   keywords: dict[str, Kind] | None = None) -> Kind:
         keywords = keywords or {}
-        key = (id(func), tuple(map(repr, params)), id(parent), tuple(sorted(keywords)))
+        key = (id(func), tuple(map(repr, params)), id(parent), tuple(sorted((k, repr(v)) for k, v in keywords.items())))
         if key in self._memo:
             return self._memo[key]
         if self._depth >= self.MAX_DEPTH:
             raise Blocked(func.lineno, "calls nest too deep to follow")
         frame = Frame(dict(keywords), parent, func)
-        names = [a.arg for a in func.args.args if a.arg not in keywords]
-        if func.args.vararg or func.args.kwarg or any(a.arg not in keywords for a in func.args.kwonlyargs):
+        args = func.args
+        names = [a.arg for a in args.args if a.arg not in keywords]
+        # (a default is a value of the function's own module: the same on every device)
+        defaulted = {a.arg for a in args.args[len(args.args) - len(args.defaults):]} | {
+            a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
+        if args.vararg or args.kwarg or any(a.arg not in keywords and a.arg not in defaulted for a in args.kwonlyargs):
             raise Blocked(func.lineno, "a function with *args / **kwargs / keyword-only arguments is called "
                           "with per-device values")
-        defaults = func.args.defaults
+        for a in args.kwonlyargs:
+            frame.env.setdefault(a.arg, R)
         for i, name in enumerate(names):
             if i < len(params):
                 frame.env[name] = params[i]
-            elif i >= len(names) - len(defaults):
+            elif name in defaulted:
                 frame.env[name] = R
             else:
                 raise Blocked(func.lineno, f"a call of the function at line {func.lineno} has too few arguments")
@@ -642,10 +647,18 @@ class StepAnalyzer:
         return self.binop(start, ast.Add(), rows, node) if len(node.args) == 2 else rows
 
     def _apply(self, fn: Fn, node: ast.Call, frame: Frame) -> Kind:
-        if node.keywords:
-            return U("a keyword argument to a module function is not followed", node.lineno)
-        args = [self.expr(a, frame) for a in node.args]
-        return self._call_def(fn.node, args, fn.frame)
+        given = self._arguments(node, frame)
+        if isinstance(given, U):
+            return given
+        args, keywords = given
+        return self._call_def(fn.node, args, fn.frame, keywords)
+
+    def _arguments(self, node: ast.Call, frame: Frame) -> tuple[list[Kind], dict[str, Kind]] | U:
+        """The kinds of a call's arguments, positional and by keyword (``loss_fn(params, batch,
+        rng=key)``: ``_call_def`` gives each keyword to the parameter it names)."""
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return U(f"`{self.module.segment(node.func)}` is called with starred arguments", node.lineno)
+        return [self.expr(a, frame) for a in node.args], {k.arg: self.expr(k.value, frame) for k in node.keywords}
 
     def grad_transform(self, node: ast.Call, with_value: bool, frame: Frame) -> Kind:
         if not node.args:
@@ -686,16 +699,17 @@ class StepAnalyzer:
         return Grad(fn, with_value, has_aux, argnums)
 
     def _apply_grad(self, grad: Grad, node: ast.Call, frame: Frame) -> Kind:
-        if node.keywords:
-            return U("keyword arguments to a gradient function", node.lineno)
-        args = [self.expr(a, frame) for a in node.args]
+        given = self._arguments(node, frame)
+        if isinstance(given, U):
+            return given
+        args, keywords = given  # (jax differentiates positional arguments only: `argnums` counts those)
         for i in grad.argnums:
             if i >= len(args) or flat(args[i]) != R:
                 unknown = flat(args[i]) if i < len(args) else None
                 return unknown if isinstance(unknown, U) else U(
                     "a gradient with respect to a value that is not replicated", node.lineno)
-        out = self._run_elsewhere(grad.fn.elsewhere, args, {}, node) if grad.fn.elsewhere is not None else \
-            self._call_def(grad.fn.node, args, grad.fn.frame)
+        out = self._run_elsewhere(grad.fn.elsewhere, args, keywords, node) if grad.fn.elsewhere is not None else \
+            self._call_def(grad.fn.node, args, grad.fn.frame, keywords)
         value, aux = (out.items if isinstance(out, Seq) and grad.has_aux and len(out.items) == 2 else (out, None))
         if grad.has_aux and aux is None:
             return U("`has_aux=True` with a function that does not return a pair", node.lineno)
@@ -1024,11 +1038,8 @@ class StepAnalyzer:
 
     def _call_other_module(self, other: program_modules.Definition, node: ast.Call, frame: Frame) -> Kind:
         """A function of another module of the program (``losses.cross_entropy(logits, labels)``)."""
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            return U(f"`{self.module.segment(node.func)}` is called with starred arguments", node.lineno)
-        args = [self.expr(a, frame) for a in node.args]
-        keywords = {k.arg: self.expr(k.value, frame) for k in node.keywords}
-        return self._run_elsewhere(other, args, keywords, node)
+        given = self._arguments(node, frame)
+        return given if isinstance(given, U) else self._run_elsewhere(other, *given, node)
 
     def _other_module_function(self, node: ast.expr) -> Fn | None:
         """``losses.loss_fn`` given to ``jax.grad``: a function of another module of the program."""
