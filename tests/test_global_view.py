@@ -1915,3 +1915,24 @@ def test_a_function_the_step_calls_with_keywords_is_read_with_them(change):
                                "jnp.mean(jnp.sort(logits - targets, axis=0))")
     assert sorted_rows != text
     assert not plan_global(sorted_rows).possible
+
+
+_MLP_LOSS = "jnp.mean(jnp.sum((logits - targets) ** 2, axis=-1))"
+
+
+@pytest.mark.parametrize(("loss", "blocked"), [
+    pytest.param("jnp.mean(optax.losses.cosine_distance(logits, targets))", None, id="optax.losses"),
+    pytest.param("jnp.mean(optax.kl_divergence(jax.nn.log_softmax(logits), targets, 1))", None, id="axis 1"),
+    pytest.param("jnp.mean(optax.cosine_similarity(logits, targets, axis=0))", "`cosine_similarity` along the batch axis",
+                 id="axis 0"),
+    pytest.param("jnp.mean(optax.softmax_cross_entropy(logits, targets, 0))", "`softmax_cross_entropy` along the batch",
+                 id="axis 0 by position"),
+    pytest.param("jnp.mean(jax.nn.softmax(logits, axis=-2))", "`softmax` along the batch axis", id="axis -2"),
+])
+def test_optax_losses_are_per_example_along_an_axis_other_than_the_batchs(loss, blocked):
+    text = _MLP.replace("import jax.numpy as jnp\n", "import jax.numpy as jnp\nimport optax\n").replace(_MLP_LOSS, loss)
+    view = plan_global(text)
+    if blocked is None:
+        assert view.possible, view.blocker
+    else:
+        assert not view.possible and blocked in view.blocker, view.blocker

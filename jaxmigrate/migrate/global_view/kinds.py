@@ -158,18 +158,32 @@ ROWWISE = frozenset(
         "log_softmax", "one_hot", "logsumexp", "log_sigmoid",
     )
 ) | frozenset({
-    "jax.scipy.special.logsumexp", "jax.lax.stop_gradient",
-    "optax.softmax_cross_entropy", "optax.softmax_cross_entropy_with_integer_labels",
-    "optax.sigmoid_binary_cross_entropy", "optax.l2_loss", "optax.squared_error", "optax.huber_loss",
-    "flax.training.common_utils.onehot", "optax.smooth_labels",
+    "jax.scipy.special.logsumexp", "jax.lax.stop_gradient", "flax.training.common_utils.onehot",
 })
+# optax's losses (each example's own loss; named at the top level and in `optax.losses`), by the
+# position of their `axis` argument (None: keyword only; absent: they take none).
+OPTAX_LOSSES = {"softmax_cross_entropy": 2, "softmax_cross_entropy_with_integer_labels": 2, "kl_divergence": 2,
+                "convex_kl_divergence": 2, "smooth_labels": None, "cosine_similarity": None,
+                "cosine_distance": None, "poly_loss_cross_entropy": None, "sigmoid_binary_cross_entropy": False,
+                "sigmoid_focal_loss": False, "safe_softmax_cross_entropy": False, "l2_loss": False,
+                "squared_error": False, "huber_loss": False, "log_cosh": False, "hinge_loss": False}
+ROWWISE |= {f"{module}.{name}" for name in OPTAX_LOSSES for module in ("optax", "optax.losses")}
 # Functions that reduce over ``axis`` (all axes when it is absent), and what they make of rows.
 REDUCTIONS = {"mean": M, "average": M, "sum": SUM}
 OTHER_REDUCTIONS = frozenset({"max", "min", "prod", "std", "var", "median", "any", "all", "argmax", "argmin",
                                "logsumexp", "count_nonzero", "nanmean", "nansum"})
 # Row-wise functions with an axis argument (its position; None: keyword only) that must not be 0.
 AXIS_ARGUMENT = {"jax.nn.softmax": 1, "jax.nn.log_softmax": 1, "jax.numpy.take_along_axis": 2, "jax.nn.one_hot": None,
-                 "optax.smooth_labels": None}
+                 **{f"{module}.{name}": position for name, position in OPTAX_LOSSES.items() if position is not False
+                    for module in ("optax", "optax.losses")}}
+
+
+def off_the_batch_axis(axis) -> bool:
+    """An ``axis=`` that is not the batch's first: a positive position, or -1 (the last, as the
+    default is: the analysis reads arrays of rows as having more axes than one), or a tuple of those."""
+    if isinstance(axis, tuple):
+        return bool(axis) and all(off_the_batch_axis(a) for a in axis)
+    return type(axis) is int and (axis > 0 or axis == -1)
 
 COLLECTIVES = frozenset(f"jax.lax.{name}" for name in (
     "psum", "pmean", "pmax", "pmin", "all_gather", "ppermute", "pshuffle", "pswapaxes", "all_to_all",

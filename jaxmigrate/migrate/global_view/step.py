@@ -62,6 +62,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     flat,
     join,
     leaves,
+    off_the_batch_axis,
 )
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.migrate.global_view.shapes import is_zero
@@ -910,7 +911,7 @@ class StepAnalyzer:
                     "a product of more than two values", node.lineno)
             if qualified in AXIS_ARGUMENT:
                 given, axis = self._axis(node, position=AXIS_ARGUMENT[qualified])
-                if given and not (isinstance(axis, int) and axis != 0):
+                if given and not off_the_batch_axis(axis):
                     return U(f"`{short}` along the batch axis", node.lineno)
             return self.elementwise(args, node)
         if all(flat(a) == R for a in args):
