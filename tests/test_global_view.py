@@ -1936,3 +1936,19 @@ def test_optax_losses_are_per_example_along_an_axis_other_than_the_batchs(loss, 
         assert view.possible, view.blocker
     else:
         assert not view.possible and blocked in view.blocker, view.blocker
+
+
+@pytest.mark.parametrize(("loss", "blocked"), [
+    pytest.param("jnp.mean(jnp.sum((logits - targets) ** 2, axis=1))", None, id="a positive axis"),
+    pytest.param("jnp.mean(jnp.sum((logits - targets) ** 2, axis=-2))", "`sum` over the batch axis",
+                 id="-2, the batch axis of (examples, features)"),
+    pytest.param("jnp.mean((logits - targets) ** 2) * logits.shape[-2]", "is not its global `.shape`",
+                 id="a shape read at -2"),
+])
+def test_only_the_last_axis_counts_from_the_end_as_a_feature_axis(loss, blocked):
+    text = _MLP.replace(_MLP_LOSS, loss)
+    view = plan_global(text)
+    if blocked is None:
+        assert view.possible, view.blocker
+    else:
+        assert not view.possible and blocked in view.blocker, view.blocker

@@ -19,8 +19,9 @@ program computes without them: those collectives are removed. ``psum`` of an ``M
 ``R``) is N times the global value: it keeps the factor. Every other collective, and every
 reduction of a value whose kind is not proven, blocks the global view (``Blocked``, with the line).
 
-Assumptions, stated in the fix's documentation: a negative reduction axis is a feature axis (the
-batch axis is 0), and a model applied with ``.apply`` / ``.apply_fn`` without ``mutable=``
+Assumptions, stated in the fix's documentation: the last axis (-1) is a feature axis (the batch
+axis is 0; other negative axes count from an end whose distance to the batch axis is not known
+here), and a model applied with ``.apply`` / ``.apply_fn`` without ``mutable=``
 treats examples independently (no batch statistics).
 """
 
@@ -929,7 +930,7 @@ class StepAnalyzer:
         if first != S:
             return U(f"`{short}` of {describe(first)}", node.lineno)
         axes = axis if isinstance(axis, tuple) else (axis,)
-        if given and axis is not None and all(isinstance(a, int) and a != 0 for a in axes):
+        if given and axis is not None and off_the_batch_axis(axis):
             return S  # over feature axes only: each row stays a row
         if not given or axis is None or 0 in axes:
             if short in REDUCTIONS and (not given or axis is None or axes == (0,)):
@@ -1115,12 +1116,12 @@ def _op(op: ast.operator) -> str:
 
 
 def _feature_axis(index: ast.expr) -> bool:
-    """A literal axis other than 0, the batch axis."""
+    """A literal axis that is not the batch axis (``off_the_batch_axis``)."""
     try:
         value = ast.literal_eval(index)
     except ValueError:
         return False
-    return type(value) is int and value != 0
+    return type(value) is int and off_the_batch_axis(value)
 
 
 def _static_function_fields(module) -> dict[str, list[Fn]]:
