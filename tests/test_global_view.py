@@ -641,6 +641,9 @@ def test_a_comment_over_dropped_pmeans_goes_with_them_where_it_speaks_of_them_al
     kept = _TOKENS.replace("    grads = jax.lax.pmean(grads, axis_name=\"batch\")\n",
                            "    # Average, then update.\n    grads = jax.lax.pmean(grads, axis_name=\"batch\")\n")
     assert kept != _TOKENS and "    # Average, then update.\n    updates, opt_state" in fix(kept, set())
+    # One that speaks of devices would be wrong of the global view wherever it is: it goes.
+    devices = kept.replace("# Average, then update.", "# Every device has its own gradients: average them.")
+    assert devices != kept and "Every device" not in fix(devices, set()) and "    updates, opt_state" in fix(devices, set())
 
 
 def test_a_tree_map_of_a_dropped_pmean_goes_with_the_blank_line_its_block_leaves():

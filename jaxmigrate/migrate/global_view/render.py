@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import tokenize
 
 from jaxmigrate.core.edits import Edit
@@ -49,6 +50,9 @@ from jaxmigrate.names import ImportBinding, ValueBinding
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums"})
 # pmap's options that `jax.jit` takes too, by the name jit gives them.
 _JIT_OPTIONS = {"static_broadcasted_argnums": "static_argnums", "donate_argnums": "donate_argnums"}
+# Words of a comment that speaks of what the global view removes (devices, their copies, collectives).
+_DEVICE_WORDS = re.compile(r"\b(devices?|replicas?|replicated|across|cross[- ]replica|pmean|psum|all[- ]?reduce|"
+                           r"sync|synchroni[sz]ed?)\b", re.IGNORECASE)
 # Calls that fetch a replicated array to the host: on any process, from the copy it holds.
 _HOST_READS = frozenset({"jax.device_get", "numpy.asarray", "numpy.array", "builtins.float", "builtins.int"})
 
@@ -183,8 +187,10 @@ class Builder:
     def _close_blank_gaps(self) -> None:
         """Lines deleted whole between two blank lines (a step's block of pmeans set apart) leave
         the blank line above them alone: the one below goes with them. The comment lines right
-        above such lines, at their indentation, when nothing follows them in their paragraph
-        (``# average gradients across devices`` over the pmeans), speak of them: they go too."""
+        above such lines, at their indentation, speak of them when nothing follows them in their
+        paragraph (``# average gradients across devices`` over the pmeans), or when they speak of
+        devices (``# every device computed gradients on its own shard: average them``, whose
+        words would be wrong of the global view): they go too."""
         starts, line = self.module.src.line_starts, self.module.src.line
         line_of = {start: number for number, start in enumerate(starts, 1)}
         runs: list[list[int]] = []
@@ -204,7 +210,8 @@ class Builder:
                     and starts[top - 2] not in touched:
                 top -= 1
             if top < first and (below > len(starts) or not line(below).strip()
-                                or len(_indentation(line(below))) < len(indent)):
+                                or len(_indentation(line(below))) < len(indent)
+                                or any(_DEVICE_WORDS.search(line(n)) for n in range(top, first))):
                 self.plan.edits.append(Edit(starts[top - 1], start, ""))
                 start = starts[top - 1]
             above = line_of[start] - 1
