@@ -1955,3 +1955,11 @@ def test_only_the_last_axis_counts_from_the_end_as_a_feature_axis(loss, blocked)
         assert view.possible, view.blocker
     else:
         assert not view.possible and blocked in view.blocker, view.blocker
+
+
+def test_copies_of_any_value_made_once_are_a_replicate():
+    made_inline = _COMMENTED
+    assert "    params = jax.device_put(jnp.zeros((4, 2)), NamedSharding(mesh, P()))\n" in fix(made_inline, set())
+    # A Python number has no dtype of its own to keep; a comprehension evaluates its element n times.
+    for copies in ("jnp.array([0.0] * n)", "jnp.stack([jnp.zeros((4, 2)) for _ in range(n)])"):
+        assert not plan_global(made_inline.replace("jnp.stack([jnp.zeros((4, 2))] * n)", copies)).possible

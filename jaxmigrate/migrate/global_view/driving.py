@@ -1354,6 +1354,10 @@ class DriverAnalyzer:
                 and self.expr(copied, env) == HOST:
             self._edit(node, "replicate", copied)
             return DREP
+        copied = self.shapes.copied_once(node)  # `jnp.stack([jnp.zeros((4, 2))] * n)`
+        if copied is not None and self.expr(copied, env) == HOST:
+            self._edit(node, "replicate", copied)
+            return DREP
         if isinstance(func, ast.Attribute) and func.attr in ("pop", "get") and node.args and not node.keywords:
             base = self.expr(func.value, env)
             if base in (DSHARD, SOURCED):

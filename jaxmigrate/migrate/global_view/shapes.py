@@ -152,6 +152,23 @@ class DeviceAxisShapes:
                 and len(node.args) + len(node.keywords) == 2
         return False
 
+    def copied_once(self, node: ast.Call) -> ast.expr | None:
+        """``e`` of ``jnp.stack([e] * n)`` (or ``np.array(n * [e])``), n the local device count:
+        whatever ``e`` is, it is evaluated once, and the list holds that one value n times."""
+        if not (self.names.qualified_name(node.func) in STACKS and len(node.args) == 1 and not node.keywords):
+            return None
+        copies = node.args[0]
+        if not (isinstance(copies, ast.BinOp) and isinstance(copies.op, ast.Mult)):
+            return None
+        for items, count in ((copies.left, copies.right), (copies.right, copies.left)):
+            if isinstance(items, ast.List) and len(items.elts) == 1 and self.is_device_count(count):
+                element = items.elts[0]
+                # (a Python number: the array pmap was given has a dtype `jax.device_put` of the
+                # number would not, a strong one, not weak)
+                number = isinstance(element, ast.UnaryOp) and isinstance(element.operand, ast.Constant)
+                return None if isinstance(element, (ast.Starred, ast.Constant)) or number else element
+        return None
+
     def _is_copies(self, node: ast.expr, x: str) -> bool:
         """``[x] * n`` / ``n * [x]`` / ``[x for _ in range(n)]`` with n the local device count."""
         if isinstance(node, ast.ListComp) and is_name(node.elt, x) and len(node.generators) == 1:
