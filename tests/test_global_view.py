@@ -1963,3 +1963,27 @@ def test_copies_of_any_value_made_once_are_a_replicate():
     # A Python number has no dtype of its own to keep; a comprehension evaluates its element n times.
     for copies in ("jnp.array([0.0] * n)", "jnp.stack([jnp.zeros((4, 2)) for _ in range(n)])"):
         assert not plan_global(made_inline.replace("jnp.stack([jnp.zeros((4, 2))] * n)", copies)).possible
+
+
+_EINOPS = (FIXTURES / "batches_split_by_einops.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param('"(d b) -> d b", d=n)', '"(b d) -> d b", d=n)', "argument 3 of `p_train_step` (`labels`) is not made",
+                 id="rows dealt out one by one"),
+    pytest.param('"(d b) c h w -> d b h w c", d=n)', '"(d b) c h w -> b d h w c", d=n)', "(`images`) is not made",
+                 id="the device axis second"),
+    pytest.param('"(d b) -> d b", d=n)', '"(d b) -> d b", d=2)', "(`labels`) is not made", id="a count of two"),
+    pytest.param('repeat(x, "... -> d ...", d=n)', 'repeat(x, "... -> ... d", d=n)', "(`params`) is not made",
+                 id="copies on the last axis"),
+])
+def test_an_einops_pattern_that_is_not_pmaps_split_blocks(old, new, reason):
+    assert_variant_blocked_for(_EINOPS, old, new, reason)
+
+
+def test_an_einops_split_in_a_tree_map_is_a_split():
+    mapped = _EINOPS.replace('labels = rearrange(labels, "(d b) -> d b", d=n)',
+                             'labels = jax.tree.map(lambda x: rearrange(x, "(d b) ... -> d b ...", d=n), labels)')
+    assert mapped != _EINOPS
+    fixed = fix(mapped, set())
+    assert 'labels = jax.make_array_from_process_local_data(NamedSharding(mesh, P("devices")), labels)' in fixed

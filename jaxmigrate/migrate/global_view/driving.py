@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
+from jaxmigrate.migrate.global_view.einops_patterns import REARRANGE, REPEAT, device_split, literal_pattern
 from jaxmigrate.migrate.global_view.helpers import (
     Helper,
     HelperSummaries,
@@ -201,6 +202,9 @@ class DriverEdit:
     keys: tuple[str, ...] = ()  # fields a replication gave one RNG key per device (``KeyedState``)
     iterator: bool = False  # the rows it reads are an iterator where it stood (`chain(*x)` not iterated at once)
     per_device: ast.expr | None = None  # pad: `pad_shard_unpad`'s `min_device_batch=`, where it was given
+    # an einops split kept as the same rearrangement of whole rows: (its pattern, the new one, the
+    # keyword giving the device count, which goes)
+    einops: tuple[ast.Constant, str, ast.keyword] | None = None
 
 
 def _hjoin(a, b):
@@ -1379,6 +1383,14 @@ class DriverAnalyzer:
                 self._host(node.args[1], env)
                 self._edit(node, "shard", node.args[0])
                 return self._sharded(node)
+        if qualified == REARRANGE:
+            split = self._einops_split(node, env)
+            if split is not None:
+                return split
+        if qualified == REPEAT and node.args and self.shapes.einops_action(node) == "replicate" \
+                and self.expr(node.args[0], env) == HOST:  # `repeat(key, "k -> d k", d=n)`
+            self._edit(node, "replicate", node.args[0])
+            return DREP
         if isinstance(func, ast.Attribute) and func.attr == "reshape":
             base = self.expr(func.value, env)
             if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
@@ -1738,15 +1750,37 @@ class DriverAnalyzer:
         preparer = batch_preparer(self.module, self.shapes, node.args[0])
         return (None, preparer) if preparer is not None else None
 
+    def _einops_split(self, node: ast.Call, env: dict):
+        """``rearrange(x, "(d b) c h w -> d b h w c", d=n)`` of a host value, n the local device
+        count: a split per device (``einops_patterns``), which becomes the layout of ``x``, or of
+        ``rearrange(x, "b c h w -> b h w c")`` where the rows are rearranged too."""
+        pattern = literal_pattern(node)
+        counts = [k for k in node.keywords if k.arg is not None and self.shapes.is_device_count(k.value)]
+        if pattern is None or len(counts) != 1 or any(k.arg is None for k in node.keywords):
+            return None
+        split = device_split(pattern, counts[0].arg)
+        if split is None or self.expr(node.args[0], env) != HOST:
+            return None
+        whole, same = split
+        for keyword in node.keywords:
+            if keyword is not counts[0]:
+                self._host(keyword.value, env)
+        if same and len(node.keywords) == 1:
+            self._edit(node, "shard", node.args[0])
+        else:
+            self._edit(node, "shard", node, einops=(node.args[1], whole, counts[0]))
+        return self._sharded(node)
+
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
-              keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None) -> None:
+              keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None,
+              einops: tuple[ast.Constant, str, ast.keyword] | None = None) -> None:
         if action == "shard" and self._yields_whole(self.scope_of(node)):
             action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
-        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device)
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops)
         for made in self._reads:
             made.add((id(node), action))
 

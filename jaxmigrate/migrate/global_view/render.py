@@ -22,6 +22,7 @@ from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._plan import Namer, Plan
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate.global_view.commented_call import LOST, jit_in_place
+from jaxmigrate.migrate.global_view.einops_patterns import quoted_like
 from jaxmigrate.migrate.global_view.driving import (
     DriverAnalyzer,
     Step,
@@ -927,6 +928,10 @@ class Builder:
             if isinstance(node, ast.Name) and node is not edit.inner:
                 self._drop_import(node)
         jax = self.namer.jax()
+        if edit.einops is not None:  # rearrange(x, "(d b) c -> d b c'", d=n) -> rearrange(x, "b c -> b c'")
+            literal, whole, count = edit.einops
+            self._replace(literal, quoted_like(whole, self.module.segment(literal)))
+            self._delete_argument(edit.node, count)
         if edit.action in ("replicate", "shard", "key", "place"):
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
@@ -951,14 +956,8 @@ class Builder:
                 self._drop_pad_wrapper(stored)
             start, end = self.module.span(call.func)
             self.plan.edits.append(Edit(start, end, self.module.segment(edit.inner)))
-            if call.keywords:  # `min_device_batch=`: gone with it, and the comma before or after it
-                span = self.module.span
-                parts = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
-                index = parts.index(call.keywords[0])
-                if index + 1 < len(parts):
-                    self.plan.edits.append(Edit(span(parts[index])[0], span(parts[index + 1])[0], ""))
-                else:
-                    self.plan.edits.append(Edit(span(parts[index - 1])[1], span(parts[index])[1], ""))
+            if call.keywords:  # `min_device_batch=`
+                self._delete_argument(call, call.keywords[0])
             if stored is None:
                 self._drop_import(call.func.func)
         elif edit.action == "opaque":  # jax.pmap(opt_init) -> jit, its output replicated on the mesh
@@ -1002,6 +1001,16 @@ class Builder:
             self._around_atom(edit)
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
+
+    def _delete_argument(self, call: ast.Call, argument: ast.AST) -> None:
+        """``argument`` of ``call`` goes, and the comma before or after it."""
+        span = self.module.span
+        parts = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+        index = parts.index(argument)
+        if index + 1 < len(parts):
+            self.plan.edits.append(Edit(span(parts[index])[0], span(parts[index + 1])[0], ""))
+        else:
+            self.plan.edits.append(Edit(span(parts[index - 1])[1], span(parts[index])[1], ""))
 
     def _drop_pad_wrapper(self, wrapper: ast.Call) -> None:
         """``p_eval_step_pad = pad_shard_unpad(p_eval_step, ...)`` goes (once, whatever the calls):

@@ -15,6 +15,7 @@ from jaxmigrate.core.flow import reads_of
 from jaxmigrate.core.module import is_script
 from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.migrate._plan import literal_int
+from jaxmigrate.migrate.global_view.einops_patterns import REARRANGE, REPEAT, device_copies, device_split, literal_pattern
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
@@ -63,6 +64,10 @@ class DeviceAxisShapes:
             return "fetch"  # `jax.device_get(x[0])`: device 0's copy, on the host
         if isinstance(body, ast.Call) and self._is_repeat(body, x):
             return "replicate"
+        if isinstance(body, ast.Call) and is_name(body.args[0] if body.args else None, x):
+            einops = self.einops_action(body)  # `rearrange(x, "(d b) ... -> d b ...", d=n)`
+            if einops is not None:
+                return einops
         if not isinstance(body, ast.Call) or body.keywords:
             return None
         if isinstance(body.func, ast.Attribute) and body.func.attr == "reshape" \
@@ -151,6 +156,21 @@ class DeviceAxisShapes:
             return len(node.args) >= 1 and is_name(node.args[0], x) and len(axis) == 1 and is_zero(axis[0]) \
                 and len(node.args) + len(node.keywords) == 2
         return False
+
+    def einops_action(self, node: ast.Call) -> str | None:
+        """``shard`` for ``rearrange(x, "(d b) ... -> d b ...", d=n)`` (the rows split per device and
+        nothing else rearranged), ``replicate`` for ``repeat(x, "... -> d ...", d=n)``, n the local
+        device count given as the only keyword (``einops_patterns``)."""
+        qualified = self.names.qualified_name(node.func)
+        pattern = literal_pattern(node) if qualified in (REARRANGE, REPEAT) else None
+        if pattern is None or len(node.keywords) != 1 or node.keywords[0].arg is None \
+                or not self.is_device_count(node.keywords[0].value):
+            return None
+        device = node.keywords[0].arg
+        if qualified == REPEAT:
+            return "replicate" if device_copies(pattern, device) else None
+        split = device_split(pattern, device)
+        return "shard" if split is not None and split[1] else None
 
     def copied_once(self, node: ast.Call) -> ast.expr | None:
         """``e`` of ``jnp.stack([e] * n)`` (or ``np.array(n * [e])``), n the local device count:
