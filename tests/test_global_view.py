@@ -1987,3 +1987,26 @@ def test_an_einops_split_in_a_tree_map_is_a_split():
     assert mapped != _EINOPS
     fixed = fix(mapped, set())
     assert 'labels = jax.make_array_from_process_local_data(NamedSharding(mesh, P("devices")), labels)' in fixed
+
+
+_SIZES_WRITTEN = (FIXTURES / "batch_split_with_its_sizes_written.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    # (n, k, -1) would need `n * k` written for the merged size, k a later -1 beside it
+    pytest.param("x.reshape(n_devices, per_device, 8)", "x.reshape(n_devices, per_device, -1)",
+                 "argument 2 of `p_train_step` (`x`) is not made", id="a later -1"),
+    pytest.param("x.reshape(n_devices, per_device, 8)", "x.reshape(2, per_device, 8)",
+                 "argument 2 of `p_train_step` (`x`) is not made", id="not the device count"),
+])
+def test_a_split_with_its_sizes_written_that_cannot_be_merged_blocks(old, new, reason):
+    assert_variant_blocked_for(_SIZES_WRITTEN, old, new, reason)
+
+
+def test_the_sizes_a_merged_split_alone_read_go_with_it():
+    fixed = fix(_SIZES_WRITTEN, set()).split("def main")[1]
+    assert "per_device" not in fixed and "n_devices" not in fixed
+    # A size the kept reshape still reads stays.
+    kept = _SIZES_WRITTEN.replace("    per_device = 32 // n_devices\n", "    per_device = 32 // n_devices\n    width = 8\n")
+    kept = kept.replace("x.reshape(n_devices, per_device, 8)", "x.reshape(n_devices, per_device, width)")
+    assert "    width = 8\n" in fix(kept, set()) and "x.reshape(-1, width)" in fix(kept, set())

@@ -41,7 +41,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "replicated_by_a_helper_given_devices", "replicated_by_a_leaf_function", "replicated_metrics_logged",
     "batch_stats_synced_before_eval", "step_made_by_a_function", "token_rows_merged_in_the_loss",
     "step_bound_again_before_use", "per_example_model_vmapped", "embedding_rows_summed",
-    "comments_in_the_pmap_call", "batches_split_by_einops",
+    "comments_in_the_pmap_call", "batches_split_by_einops", "batch_split_with_its_sizes_written",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -94,7 +94,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_step_bound_again_before_use": "['params']",
           "global_per_example_model_vmapped": "['params']",
           "global_embedding_rows_summed": "['grads']", "global_comments_in_the_pmap_call": "['params']",
-          "global_batches_split_by_einops": "['params']"}
+          "global_batches_split_by_einops": "['params']", "global_batch_split_with_its_sizes_written": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -326,7 +326,8 @@ def test_a_program_of_several_modules_as_two_processes_gives_the_pmap_results(na
                                   "global_replicated_onto_a_mesh", "global_replicated_by_a_helper_given_devices",
                                   "global_replicated_by_a_leaf_function", "global_batch_stats_synced_before_eval",
                                   "global_step_made_by_a_function", "global_token_rows_merged_in_the_loss",
-                                  "global_per_example_model_vmapped", "global_batches_split_by_einops"])
+                                  "global_per_example_model_vmapped", "global_batches_split_by_einops",
+                                  "global_batch_split_with_its_sizes_written"])
 def test_two_processes_give_the_pmap_results_for_more_step_forms(case, tmp_path):
     """The step forms as 2 jax.distributed processes of 2 devices: the batch each process reshaped
     for pmap becomes a global array with make_array_from_process_local_data, and every process gets

@@ -205,6 +205,8 @@ class DriverEdit:
     # an einops split kept as the same rearrangement of whole rows: (its pattern, the new one, the
     # keyword giving the device count, which goes)
     einops: tuple[ast.Constant, str, ast.keyword] | None = None
+    # a split written out, `x.reshape(n, k, 28, 28)`, kept as `x.reshape(-1, 28, 28)`: (n, k), merged
+    merged: tuple[ast.expr, ast.expr] | None = None
 
 
 def _hjoin(a, b):
@@ -1383,6 +1385,10 @@ class DriverAnalyzer:
                 self._host(node.args[1], env)
                 self._edit(node, "shard", node.args[0])
                 return self._sharded(node)
+            if self.expr(node.args[0], env) == HOST:
+                split = self._written_split(node, node.args[1:], env)
+                if split is not None:
+                    return split
         if qualified == REARRANGE:
             split = self._einops_split(node, env)
             if split is not None:
@@ -1396,6 +1402,10 @@ class DriverAnalyzer:
             if base == HOST and self.shapes.is_shard_reshape(func.value, node.args):
                 self._edit(node, "shard", func.value)
                 return self._sharded(node)
+            if base == HOST and not node.keywords:
+                split = self._written_split(node, node.args, env)
+                if split is not None:
+                    return split
             if base == DSHARD and self.shapes.is_unshard_reshape(func.value, node.args):
                 self._unshard(node, func.value, base)
                 return HOST
@@ -1750,6 +1760,17 @@ class DriverAnalyzer:
         preparer = batch_preparer(self.module, self.shapes, node.args[0])
         return (None, preparer) if preparer is not None else None
 
+    def _written_split(self, node: ast.Call, shape: list[ast.expr], env: dict):
+        """``x.reshape(n, -1, 28, 28, 1)`` of a host value (``shapes.split_sizes``): the layout of
+        ``x.reshape(-1, 28, 28, 1)``, the same elements in the same order on each device."""
+        sizes = self.shapes.split_sizes(shape)
+        if sizes is None:
+            return None
+        for size in sizes[1:]:
+            self._host(size, env)
+        self._edit(node, "shard", node, merged=(sizes[0], sizes[1]))
+        return self._sharded(node)
+
     def _einops_split(self, node: ast.Call, env: dict):
         """``rearrange(x, "(d b) c h w -> d b h w c", d=n)`` of a host value, n the local device
         count: a split per device (``einops_patterns``), which becomes the layout of ``x``, or of
@@ -1773,14 +1794,15 @@ class DriverAnalyzer:
 
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
               keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None,
-              einops: tuple[ast.Constant, str, ast.keyword] | None = None) -> None:
+              einops: tuple[ast.Constant, str, ast.keyword] | None = None,
+              merged: tuple[ast.expr, ast.expr] | None = None) -> None:
         if action == "shard" and self._yields_whole(self.scope_of(node)):
             action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
-        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops)
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops, merged)
         for made in self._reads:
             made.add((id(node), action))
 

@@ -19,7 +19,7 @@ from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import child_of, enclosing_scope, reaching_assignment, reads_of
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
-from jaxmigrate.migrate._plan import Namer, Plan
+from jaxmigrate.migrate._plan import Namer, Plan, literal_int
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate.global_view.commented_call import LOST, jit_in_place
 from jaxmigrate.migrate.global_view.einops_patterns import quoted_like
@@ -180,8 +180,8 @@ class Builder:
                 self._insert_mesh(mesh, firsts)
         removed = self._drop_unused_helpers()
         rewritten = [self.module.span(app.node) for app in self.app_of.values() if app.node is not None]
-        self._drop_unused_locals([self.module.span(e.node) for e in drivers.edits.values()] + removed, removed,
-                                 rewritten + [self.module.span(e.node) for e in edits.values()])
+        self._drop_unused_locals([span for e in drivers.edits.values() for span in self._replaced_spans(e)] + removed,
+                                 removed, rewritten + [self.module.span(e.node) for e in edits.values()])
         self._close_blank_gaps()
         return self.plan
 
@@ -370,6 +370,15 @@ class Builder:
                 closing = span(call)[1] - 1
                 self.plan.edits.append(Edit(closing, closing, given))
 
+    def _replaced_spans(self, edit) -> list[tuple[int, int]]:
+        """The text a driving-code edit replaces: all of it, but where a split is kept as the same
+        rearrangement of whole rows, only the device count and what merges with it."""
+        if edit.merged is not None:
+            return [(self.module.span(edit.merged[0])[0], self.module.span(edit.merged[1])[1])]
+        if edit.einops is not None:
+            return [self.module.span(edit.einops[2])]
+        return [self.module.span(edit.node)]
+
     def _drop_unused_helpers(self) -> list[tuple[int, int]]:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
         (its spans are returned): those ``_unused_helpers`` found."""
@@ -441,7 +450,8 @@ class Builder:
                 elif (isinstance(value, ast.Call) and (shapes.is_device_count(value) or not value.args
                                                        and shapes.is_every_local_device(value))
                         or isinstance(value, ast.Tuple)
-                        and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
+                        and all(isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)
+                        or isinstance(value, ast.BinOp) and _arithmetic(value)):
                     spans = replaced + deleted
                 else:
                     continue
@@ -932,6 +942,14 @@ class Builder:
             literal, whole, count = edit.einops
             self._replace(literal, quoted_like(whole, self.module.segment(literal)))
             self._delete_argument(edit.node, count)
+        if edit.merged is not None:  # x.reshape(n, k, 28, 28) -> x.reshape(-1, 28, 28)
+            count, size = edit.merged
+            self.plan.edits.append(Edit(self.module.span(count)[0], self.module.span(size)[0], ""))
+            shape = self.module.parent_of(size)
+            alone = isinstance(shape, ast.Tuple) and len(shape.elts) == 2  # `(n, -1)` -> `(-1,)`
+            trailing = alone and self.module.text[self.module.span(size)[1]:self.module.span(shape)[1]].strip(" )")
+            if literal_int(size) != -1 or alone and not trailing:
+                self._replace(size, "-1," if alone and not trailing else "-1")
         if edit.action in ("replicate", "shard", "key", "place"):
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
@@ -1176,6 +1194,14 @@ class Builder:
     def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
         """The statement of ``scope``'s own body that ``node`` is part of."""
         return child_of(self.module, node, scope)
+
+
+def _arithmetic(node: ast.expr) -> bool:
+    """Names and numbers joined by arithmetic (``per_device = batch_size // n_devices``): reading
+    it has no effect, so a binding of it no one reads can go."""
+    if isinstance(node, ast.BinOp):
+        return _arithmetic(node.left) and _arithmetic(node.right)
+    return isinstance(node, ast.Name) or isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _same_names(target: ast.expr, value: ast.expr) -> bool:

@@ -217,6 +217,22 @@ class DeviceAxisShapes:
             return False
         return self._is_leading_count(shape, base, -1)
 
+    def split_sizes(self, args: list[ast.expr]) -> list[ast.expr] | None:
+        """The sizes of a reshape that splits an array's elements among the local devices, written
+        out (``x.reshape(n, -1, 28, 28, 1)``, ``x.reshape((n, per_device, features))``), n the
+        local device count. Device i gets the i-th n-th of ``x``'s elements in order, shaped by the
+        other sizes; so does the global array ``x.reshape(-1, 28, 28, 1)`` laid out over n devices,
+        whatever ``x``'s own shape: the first two sizes merge into -1 (where the second is not -1
+        and a later one is, that cannot be written: None)."""
+        sizes = list(args[0].elts) if len(args) == 1 and isinstance(args[0], ast.Tuple) else list(args)
+        if len(sizes) < 2 or any(isinstance(size, ast.Starred) for size in sizes) \
+                or not self.is_device_count(sizes[0]):
+            return None
+        unknown = [i for i, size in enumerate(sizes) if literal_int(size) == -1]
+        if len(unknown) > 1 or unknown and unknown[0] > 1:
+            return None
+        return sizes
+
     def _is_leading_count(self, shape: ast.expr, base, second: int) -> bool:
         """``shape`` is ``(n, <second>) + base.shape[k:]`` or ``(n, <second>, *base.shape[k:])`` (second 0:
         ``(n,) + base.shape`` / ``(n, *base.shape)``) with n the local device count."""
