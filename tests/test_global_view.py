@@ -2010,3 +2010,7 @@ def test_the_sizes_a_merged_split_alone_read_go_with_it():
     kept = _SIZES_WRITTEN.replace("    per_device = 32 // n_devices\n", "    per_device = 32 // n_devices\n    width = 8\n")
     kept = kept.replace("x.reshape(n_devices, per_device, 8)", "x.reshape(n_devices, per_device, width)")
     assert "    width = 8\n" in fix(kept, set()) and "x.reshape(-1, width)" in fix(kept, set())
+
+
+def test_out_axes_other_than_zero_for_every_output_blocks():
+    assert_variant_blocked_for(_SIZES_WRITTEN, "out_axes=(0, 0)", "out_axes=(0, None)", "`out_axes=` other than 0")

@@ -561,8 +561,8 @@ class Builder:
         for option in ("static_broadcasted_argnums", "donate_argnums"):
             if option in values and id(app.node) in self.jitted:
                 raise Blocked(app.line, f"`{option}=` on a pmap that `jax.jit` wraps: the jit does not take it")
-        if "out_axes" in values and literal(values["out_axes"]) != 0:
-            raise Blocked(app.line, "`out_axes=` other than 0")
+        if "out_axes" in values and not _every_axis_zero(literal(values["out_axes"])):
+            raise Blocked(app.line, "`out_axes=` other than 0 (or 0 for every output)")
         positional = [a.arg for a in func.args.args]
         if bound:
             named = set(positional) | {a.arg for a in func.args.kwonlyargs}
@@ -1194,6 +1194,16 @@ class Builder:
     def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
         """The statement of ``scope``'s own body that ``node`` is part of."""
         return child_of(self.module, node, scope)
+
+
+def _every_axis_zero(value) -> bool:
+    """``0``, or a tuple, list or dict of them (``out_axes=(0, 0)``, one per output: pmap then maps
+    each output over its first axis, as ``0`` does)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_every_axis_zero(v) for v in value)
+    return type(value) is int and value == 0
 
 
 def _arithmetic(node: ast.expr) -> bool:
