@@ -1476,14 +1476,15 @@ def test_what_the_tuple_and_decorator_forms_do_not_cover_still_blocks(old, new, 
 _ABSL_APP = (FIXTURES / "run_by_absl_app.in.py").read_text()
 
 
-def test_a_main_run_by_fire_is_an_entry_point_as_one_run_by_absl_app():
-    text = _ABSL_APP.replace("from absl import app\n", "import fire\n").replace(
+@pytest.mark.parametrize(("module", "run"), [("fire", "fire.Fire(main)"), ("typer", "typer.run(main)")])
+def test_a_main_run_by_fire_or_typer_is_an_entry_point_as_one_run_by_absl_app(module, run):
+    text = _ABSL_APP.replace("from absl import app\n", f"import {module}\n").replace(
         '        raise app.UsageError("Too many command-line arguments.")', '        raise ValueError(argv)').replace(
-        "    app.run(main)", "    fire.Fire(main)")
-    assert "fire.Fire(main)" in text and "app." not in text.split('"""')[2]
+        "    app.run(main)", f"    {run}")
+    assert run in text and "app." not in text.split('"""')[2]
     assert plan_global(text).possible, plan_global(text).blocker
     fixed = fix(text, set())
-    assert "fire.Fire(main)" in fixed and "jax.pmap" not in fixed
+    assert run in fixed and "jax.pmap" not in fixed
 
 
 _STATE_MADE_BY_A_FUNCTION = (FIXTURES / "state_made_by_a_function.in.py").read_text()

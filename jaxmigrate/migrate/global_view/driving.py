@@ -140,7 +140,7 @@ GET_METRICS = "flax.training.common_utils.get_metrics"
 PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 # Calls that run a function as the program, with the command line (host values) for arguments.
-APP_RUN = frozenset({"absl.app.run", "fire.Fire"})
+APP_RUN = frozenset({"absl.app.run", "fire.Fire", "typer.run"})
 # The leaf actions that read device 0's copy: on the device, or fetched to the host.
 _READS_DEVICE_ZERO = frozenset({"index", "fetch"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
@@ -416,7 +416,7 @@ class DriverAnalyzer:
             scope = pending.pop()
             if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
                 continue
-            # `app.run(main)` / `fire.Fire(main)` calls it with the command line's arguments, host
+            # `app.run(main)` / `fire.Fire(main)` / `typer.run(main)` calls it with the command line's arguments, host
             # values, as a caller elsewhere would.
             uses = [use for use in reads_of(self.module, scope.name, scope) if not self._run_by_app(use)]
             if not uses:
