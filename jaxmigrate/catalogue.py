@@ -7,6 +7,7 @@ JAX's changelog, not a code change; rules only decide *where* a name is mentione
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -133,6 +134,20 @@ def _containers() -> dict[str, Symbol]:
 @cache
 def _imports() -> dict[str, Symbol]:
     return {name: s for s in symbols() if s.kind == "import" for name in s.names}
+
+
+# A module whose import is where its names are reported and fixed, all together (`maps.Mesh`
+# after `from jax.experimental import maps`: the import becomes `jax.sharding`'s). Under any other
+# removed module, a name with a rename of its own (`xla_bridge.get_backend`) is reported and fixed
+# where it is written.
+FIXED_AT_IMPORT = frozenset({"jax.experimental.maps"})
+
+
+def reported_at_import(base: Iterable[str], name: Symbol) -> bool:
+    """Whether a use of ``name`` through a module the resolver names ``base`` (its candidates) is
+    reported at the import of that module rather than where it is written."""
+    modules = [qualname for qualname in base if lookup(qualname)]
+    return bool(modules) and (name.fix != "rename" or any(m in FIXED_AT_IMPORT for m in modules))
 
 
 def lookup(qualname: str) -> Symbol | None:

@@ -148,12 +148,11 @@ class LegacyNameRule(CatalogueRule):
         while isinstance(base, ast.Attribute):
             self._covered.add(id(base))
             base = base.value
-        # `maps.xmap` after `from jax.experimental import maps`: the import was the mention.
-        if isinstance(base, ast.Name) and any(
-            catalogue.lookup(t.name) for t in ctx.names.resolve(base) if t.name != LOCAL
-        ):
-            return
         symbol, shown, ambiguous = found
+        # `maps.xmap` after `from jax.experimental import maps`: the import was the mention.
+        if isinstance(base, ast.Name) and catalogue.reported_at_import(
+                [t.name for t in ctx.names.resolve(base) if t.name != LOCAL], symbol):
+            return
         self.report(node, symbol, shown, ctx, ambiguous)
 
     def _name(self, node: ast.Name, ctx: FileContext) -> None:

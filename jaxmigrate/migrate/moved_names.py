@@ -198,10 +198,11 @@ class _Planner:
                 if node.attr not in last and not _through_module(node.value, module_last):
                     continue  # it cannot name a catalogue symbol: no need to resolve it
                 base = _base(node)
-                if isinstance(base, ast.Name) and any(
-                        catalogue.lookup(t.name) for t in names.resolve(base) if t.name != LOCAL):
-                    continue
                 quals = [t.name for t in names.resolve(node) if t.name != LOCAL and not t.partials]
+                symbols = [symbol for q in quals if (symbol := catalogue.lookup(q))]
+                if isinstance(base, ast.Name) and symbols and catalogue.reported_at_import(
+                        [t.name for t in names.resolve(base) if t.name != LOCAL], symbols[0]):
+                    continue  # (as the rules report it: the import is the mention)
             elif isinstance(node, ast.Name) and names.star_imports and not names.bindings(node):
                 quals = [t.name for t in names.resolve(node)]
             else:
