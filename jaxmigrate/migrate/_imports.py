@@ -15,6 +15,8 @@ import re
 import sys
 from collections.abc import Iterable
 
+from jaxmigrate import catalogue
+from jaxmigrate.config import DEFAULT_TARGET_JAX
 from jaxmigrate.core.edits import Edit, splice
 from jaxmigrate.core.module import ParsedModule, recent_module
 from jaxmigrate.names import ImportBinding
@@ -184,6 +186,21 @@ def _remove(text: str, key: ImportKey) -> str:
     return text
 
 
+def _gone(stmt: ast.stmt) -> bool:
+    """An import of modules the newest JAX no longer has (``from jax.lib import xla_bridge``): left
+    unused, it would still raise at import, so it goes with the comment ending its line (which
+    speaks of it)."""
+    if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+        names = [f"{stmt.module}.{alias.name}" for alias in stmt.names]
+    elif isinstance(stmt, ast.Import):
+        names = [alias.name for alias in stmt.names]
+    else:
+        return False
+    symbols = [catalogue.lookup(name) for name in names]
+    return all(symbol is not None and symbol.kind == "module" and symbol.removed_for(DEFAULT_TARGET_JAX)
+               for symbol in symbols)
+
+
 def _drop_statement(header: _Header, stmt: ast.stmt) -> Edit | None:
     """The edit that takes ``stmt`` out of the module, keeping it valid: the last statement of a
     block (a ``try:`` body, a function) becomes ``pass``, as ruff's fixes do; a statement that
@@ -205,7 +222,7 @@ def _drop_statement(header: _Header, stmt: ast.stmt) -> Edit | None:
     if after is not None and after.lineno == stmt.end_lineno:
         return Edit(code_start, header.source.span(after)[0], "")
     rest = text[code_end:end].strip()
-    if text[start:code_start].strip() or (rest and rest != ";"):
+    if text[start:code_start].strip() or (rest and rest != ";" and not (rest.startswith("#") and _gone(stmt))):
         return None
     # The last statement of its import group, between blank lines: one of them goes too, so the
     # groups around keep their spacing (three blank lines above a def would be one too many).

@@ -865,12 +865,15 @@ class Builder:
         return text
 
     def _own_lines(self, statement: ast.stmt) -> bool:
-        """Alone on its lines (no ``;`` neighbour, no trailing comment): it can be deleted whole."""
+        """Alone on its lines (no ``;`` neighbour, no trailing comment): it can be deleted whole. A
+        def's comments, inside it or ending its last line, are its own: they go with it."""
         text, starts = self.module.text, self.module.src.line_starts
         start, end = self.module.span(statement)
         line_end = text.find("\n", end)
-        after = text[end:] if line_end < 0 else text[end:line_end]
-        return not text[starts[statement.lineno - 1]:start].strip() and not after.strip() \
+        after = (text[end:] if line_end < 0 else text[end:line_end]).strip()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return not text[starts[statement.lineno - 1]:start].strip() and (not after or after.startswith("#"))
+        return not text[starts[statement.lineno - 1]:start].strip() and not after \
             and not self.module.has_comment(statement)
 
     def _delete_lines(self, statement: ast.stmt, blank_after: bool = False, blank_before: bool = False,
