@@ -2015,3 +2015,13 @@ def test_the_sizes_a_merged_split_alone_read_go_with_it():
 
 def test_out_axes_other_than_zero_for_every_output_blocks():
     assert_variant_blocked_for(_SIZES_WRITTEN, "out_axes=(0, 0)", "out_axes=(0, None)", "`out_axes=` other than 0")
+
+
+def test_a_helper_that_goes_takes_the_comments_inside_it():
+    source = (FIXTURES / "replicated_by_a_helper_given_devices.in.py").read_text()
+    commented = source.replace("    mesh = jax.sharding.Mesh(np.array(devices), (\"_device_put_replicated\",))\n",
+                               "    # one copy per device\n"
+                               "    mesh = jax.sharding.Mesh(np.array(devices), (\"_device_put_replicated\",))  # 1-D\n")
+    assert commented != source
+    fixed = fix(commented, set())
+    assert "def device_put_replicated" not in fixed and "one copy per device" not in fixed and "# 1-D" not in fixed
