@@ -416,8 +416,8 @@ class DriverAnalyzer:
             scope = pending.pop()
             if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
                 continue
-            # `app.run(main)` / `fire.Fire(main)` / `typer.run(main)` calls it with the command line's arguments, host
-            # values, as a caller elsewhere would.
+            # `app.run(main)` / `fire.Fire(main)` / `typer.run(main)` calls it with the command line's
+            # arguments, host values, as a caller elsewhere would.
             uses = [use for use in reads_of(self.module, scope.name, scope) if not self._run_by_app(use)]
             if not uses:
                 continue  # an entry point: called from elsewhere, with host values

@@ -15,7 +15,13 @@ from jaxmigrate.core.flow import reads_of
 from jaxmigrate.core.module import is_script
 from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.migrate._plan import literal_int
-from jaxmigrate.migrate.global_view.einops_patterns import REARRANGE, REPEAT, device_copies, device_split, literal_pattern
+from jaxmigrate.migrate.global_view.einops_patterns import (
+    REARRANGE,
+    REPEAT,
+    device_copies,
+    device_split,
+    literal_pattern,
+)
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
