@@ -2025,3 +2025,10 @@ def test_a_helper_that_goes_takes_the_comments_inside_it():
     assert commented != source
     fixed = fix(commented, set())
     assert "def device_put_replicated" not in fixed and "one copy per device" not in fixed and "# 1-D" not in fixed
+
+
+def test_a_value_the_kept_batch_reads_stays_where_its_split_goes():
+    # (`targets = inputs @ TRUE_W + 1.0` is read in `(inputs, targets)`, which the layout keeps)
+    source = (Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "global_psum_array_means" / "old.py")
+    fixed = fix(source.read_text(), set())
+    assert "        targets = inputs @ TRUE_W + 1.0\n" in fixed and "(inputs, targets)" in fixed

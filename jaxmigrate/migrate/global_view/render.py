@@ -371,13 +371,20 @@ class Builder:
                 self.plan.edits.append(Edit(closing, closing, given))
 
     def _replaced_spans(self, edit) -> list[tuple[int, int]]:
-        """The text a driving-code edit replaces: all of it, but where a split is kept as the same
-        rearrangement of whole rows, only the device count and what merges with it."""
+        """The text a driving-code edit replaces, around what it keeps (``edit.inner``, and the
+        arguments of a padded call): a name read only there is no longer read. Where a split is
+        kept as the same rearrangement of whole rows, only the device count and what merges with it."""
+        span = self.module.span
         if edit.merged is not None:
-            return [(self.module.span(edit.merged[0])[0], self.module.span(edit.merged[1])[1])]
+            return [(span(edit.merged[0])[0], span(edit.merged[1])[1])]
         if edit.einops is not None:
-            return [self.module.span(edit.einops[2])]
-        return [self.module.span(edit.node)]
+            return [span(edit.einops[2])]
+        if edit.action == "pad_call":  # the wrapper and its `min_device_batch=`; the arguments stay
+            return [span(edit.node.func), *(span(k) for k in edit.node.keywords)]
+        (start, end), (kept_start, kept_end) = span(edit.node), span(edit.inner)
+        if not start <= kept_start <= kept_end <= end:
+            return [(start, end)]
+        return [(start, kept_start), (kept_end, end)]
 
     def _drop_unused_helpers(self) -> list[tuple[int, int]]:
         """A replicate / unreplicate helper of the program whose every use this fix rewrote goes
