@@ -31,7 +31,10 @@ def write_imports(original: str, text: str, add: Iterable[ImportKey], remove: It
     """``text`` (``original`` with a plan's edits made) with ``remove`` taken out where the edits
     made them unused, ``add`` added, and ``helpers`` (name -> source of a def) after the imports.
     ``read_before``: ``imports_read(original, remove)`` when the caller has it already."""
-    remove = set(remove)
+    remove, add = set(remove), set(add)
+    if ("jax", None, None) in add and any(module.startswith("jax.") and name is None and alias is None
+                                          for module, name, alias in add):
+        add.discard(("jax", None, None))  # `import jax.extend.backend` binds `jax` too
     if read_before is None:
         read_before = imports_read(original, remove)
     # Added first: a new import joins the group of one the plan then removes, taking its place.

@@ -80,7 +80,7 @@ class RemovedApis(SiteFixes, LegacyNameRule):
         Invalid("from jax.experimental import host_callback as hcb\nhcb.id_tap(print, x)\n"),
         # the module's import (no fix of its own) goes once its one use is renamed, its comment too
         Invalid("from jax.lib import xla_bridge  # for the platform\nname = xla_bridge.get_backend().platform\n",
-                expected="import jax\nimport jax.extend.backend\nname = jax.extend.backend.get_backend().platform\n", count=2),
+                expected="import jax.extend.backend\nname = jax.extend.backend.get_backend().platform\n", count=2),
         Invalid("from jax.numpy import product, NINF\n", count=2,
                 expected="from jax.numpy import NINF\nfrom jax.numpy import prod as product\n"),
         Invalid("import jax.core\np = jax.core.Primitive('p')\n", expected="import jax.core\nimport jax.extend.core\np = jax.extend.core.Primitive('p')\n"),
