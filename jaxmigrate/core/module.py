@@ -159,7 +159,10 @@ class ParsedModule:
         return self.text[start:end]
 
     def has_comment(self, node: ast.AST) -> bool:
-        start, end = self.span(node)
+        return self.comment_between(*self.span(node))
+
+    def comment_between(self, start: int, end: int) -> bool:
+        """Whether a comment starts between the text offsets ``start`` and ``end``."""
         if "#" not in self.text[start:end]:
             return False  # no comment can start here: no need to tokenize the whole file
         comments = self.comments

@@ -351,6 +351,11 @@ def _elements(node: ast.expr) -> list[ast.AST]:
     return list(node.elts)  # type: ignore[attr-defined]
 
 
+def has_own_brackets(source: SourceText, node: ast.expr) -> bool:
+    """Whether ``node`` is written inside brackets of its own: ``(a, b)``, not ``(a), (b)``."""
+    return _opener(source, node) is not None
+
+
 def _opener(source: SourceText, node: ast.expr) -> int | None:
     """The offset just after the opening bracket, or None when ``node`` has no bracket of its own
     (a tuple without parentheses)."""

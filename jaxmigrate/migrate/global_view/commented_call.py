@@ -22,7 +22,7 @@ def jit_in_place(module, call: ast.Call, jit: str, renamed: dict[str, str]) -> l
     """The edits making ``call`` (``jax.pmap(f, <options>)``) ``<jit>(f, <options jit takes>)``:
     ``renamed`` maps each pmap option jit takes to jit's name for it; every other option goes."""
     edits = [Edit(*module.span(call.func), jit), *_realigned(module, call, len(jit) - len(module.segment(call.func)))]
-    items = sorted([*call.args, *call.keywords], key=lambda item: module.span(item)[0])
+    items = call_arguments(call)
     going = [isinstance(item, ast.keyword) and item.arg not in renamed or item in call.args[1:] for item in items]
     for item in items:
         if isinstance(item, ast.keyword) and item.arg in renamed and renamed[item.arg] != item.arg:
@@ -41,14 +41,26 @@ def jit_in_place(module, call: ast.Call, jit: str, renamed: dict[str, str]) -> l
         if all(lines):
             edits += [Edit(start, end, "") for start, end in lines]
         else:
-            # `f, axis_name="i",`: up to the next argument, or (the last) from the one before
-            start, end = (module.span(items[index])[0], module.span(items[last + 1])[0]) if last + 1 < len(items) \
-                else (module.span(items[index - 1])[1], module.span(items[last])[1])
-            if "#" in module.text[start:end] and _holds_comment(module, start, end):
+            start, end = arguments_span(module, items, index, last)
+            if module.comment_between(start, end):
                 raise Blocked(call.lineno, LOST)
             edits.append(Edit(start, end, ""))
         index = last + 1
     return edits
+
+
+def call_arguments(call: ast.Call) -> list[ast.AST]:
+    """``call``'s arguments and keywords, in the order they are written."""
+    return sorted([*call.args, *call.keywords], key=lambda item: (item.lineno, item.col_offset))
+
+
+def arguments_span(module, items: list[ast.AST], first: int, last: int) -> tuple[int, int]:
+    """The text that takes ``items[first:last + 1]`` (of ``call_arguments``) out of their call with
+    one of their commas: up to the next argument (`f, axis_name="i", donate_argnums=0`), or, for
+    the last, from the end of the one before."""
+    if last + 1 < len(items):
+        return module.span(items[first])[0], module.span(items[last + 1])[0]
+    return module.span(items[first - 1])[1], module.span(items[last])[1]
 
 
 def _own_lines(module, item: ast.AST) -> tuple[int, int] | None:
@@ -63,25 +75,23 @@ def _own_lines(module, item: ast.AST) -> tuple[int, int] | None:
     rest = text[end:line_end].strip()
     if rest.startswith(","):
         rest = rest[1:].strip()
-    if rest and not (rest.startswith("#") and _holds_comment(module, end, line_end)):
+    if rest and not (rest.startswith("#") and module.comment_between(end, line_end)):
         return None
     return first, min(line_end + 1, len(text))
-
-
-def _holds_comment(module, start: int, end: int) -> bool:
-    return any(start <= offset < end for offset in module.comments)
 
 
 def _realigned(module, call: ast.Call, shift: int) -> list[Edit]:
     """Lines aligned under the call's opening bracket (``jax.pmap(step, "i",`` then its options
     under ``step``) move with it, by the callee's change of length."""
-    text, starts = module.text, module.src.line_starts
+    if not shift:
+        return []
+    starts = module.src.line_starts
     column = module.src.position(module.span(call.func)[1])[1]  # (1-based: the 0-based column after the bracket)
     edits = []
     for number in range(call.lineno + 1, call.end_lineno + 1):
         start = starts[number - 1]
         line = module.src.line(number)
         indent = len(line) - len(line.lstrip(" "))
-        if shift and indent == column and line.strip():
+        if indent == column and line.strip():
             edits.append(Edit(start, start + indent, " " * (indent + shift)))
     return edits

@@ -11,6 +11,7 @@ import ast
 
 from jaxmigrate.core.flow import reads_of
 from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
+from jaxmigrate.migrate.global_view.commented_call import LOST
 from jaxmigrate.migrate.global_view.kinds import Blocked
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -27,7 +28,7 @@ def read_options(module, app: Application) -> tuple[dict[str, ast.expr], ast.exp
         raise Blocked(app.line, f"nested pmap (with the pmap at line {app.nested_with[0].line})")
     node = app.node
     if module.has_comment(node) and not commented_call_kept(node):
-        raise Blocked(app.line, "comments inside the pmap call would be lost; migrate by hand")
+        raise Blocked(app.line, LOST)
     if app.kind == "decorator":  # @jax.pmap or @partial(jax.pmap, ...)
         partial = node if isinstance(node, ast.Call) else None
     else:  # jax.pmap(f, ...) or partial(jax.pmap, ...)(f)

@@ -10,18 +10,17 @@ and lose the device axis), ``options`` (how pmap is applied). Anything they cann
 from __future__ import annotations
 
 import ast
-import io
 import json
 import re
-import tokenize
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import child_of, enclosing_scope, reaching_assignment, reads_of
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
+from jaxmigrate.migrate._layout import has_own_brackets
 from jaxmigrate.migrate._plan import Namer, Plan, literal_int
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
-from jaxmigrate.migrate.global_view.commented_call import LOST, jit_in_place
+from jaxmigrate.migrate.global_view.commented_call import LOST, arguments_span, call_arguments, jit_in_place
 from jaxmigrate.migrate.global_view.einops_patterns import quoted_like
 from jaxmigrate.migrate.global_view.driving import (
     DriverAnalyzer,
@@ -838,7 +837,8 @@ class Builder:
                 self._delete_lines(statement)  # `grads = pmean(grads)`: nothing is left to assign
                 return
             text = self._atom(arg, node)
-            if assigned and isinstance(arg, ast.Tuple) and _enclosed(text) and arg.lineno == arg.end_lineno:
+            if assigned and isinstance(arg, ast.Tuple) and has_own_brackets(self.module.src, arg) \
+                    and arg.lineno == arg.end_lineno:
                 text = text[1:-1]  # `avg_loss, avg_grads = loss, grads`, as one would write it
             self._replace(node, text)
             return
@@ -848,7 +848,7 @@ class Builder:
         elif isinstance(arg, ast.Constant) and arg.value == 1:
             self._replace(node, count)  # psum(1): the number of devices
         else:
-            self._replace(node, f"{_paren(self.module.segment(arg), arg)} * {count}")
+            self._replace(node, f"{self._paren(arg)} * {count}")
 
     def _identity_map(self, node: ast.Call, arg: ast.expr) -> tuple[ast.Call, ast.expr] | None:
         """``jax.tree.map(lambda x: pmean(x, "i"), tree)`` with the pmean dropped maps each leaf to
@@ -868,8 +868,17 @@ class Builder:
         parent = self.module.parent_of(replaced)
         if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.Call, ast.Compare)) \
                 and not (isinstance(parent, ast.Call) and replaced is not parent.func):
-            return _paren(text, arg)
+            return self._paren(arg)
         return text
+
+    def _paren(self, node: ast.expr) -> str:
+        """``node``'s text, parenthesised unless it is an atom or a tuple with brackets of its own."""
+        text = self.module.segment(node)
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.List, ast.Dict)):
+            return text
+        if isinstance(node, ast.Tuple) and has_own_brackets(self.module.src, node):
+            return text
+        return f"({text})"
 
     def _own_lines(self, statement: ast.stmt) -> bool:
         """Alone on its lines (no ``;`` neighbour, no trailing comment): it can be deleted whole. A
@@ -1032,13 +1041,9 @@ class Builder:
 
     def _delete_argument(self, call: ast.Call, argument: ast.AST) -> None:
         """``argument`` of ``call`` goes, and the comma before or after it."""
-        span = self.module.span
-        parts = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+        parts = call_arguments(call)
         index = parts.index(argument)
-        if index + 1 < len(parts):
-            self.plan.edits.append(Edit(span(parts[index])[0], span(parts[index + 1])[0], ""))
-        else:
-            self.plan.edits.append(Edit(span(parts[index - 1])[1], span(parts[index])[1], ""))
+        self.plan.edits.append(Edit(*arguments_span(self.module, parts, index, index), ""))
 
     def _drop_pad_wrapper(self, wrapper: ast.Call) -> None:
         """``p_eval_step_pad = pad_shard_unpad(p_eval_step, ...)`` goes (once, whatever the calls):
@@ -1248,30 +1253,6 @@ def _last_parameter_end(module, func: ast.FunctionDef, keyword_only: bool) -> in
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         pairs = list(zip(positional, defaults))
     return max(module.span(node)[1] for node in pairs[-1] if node is not None)
-
-
-def _paren(text: str, node: ast.expr) -> str:
-    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.List, ast.Dict)):
-        return text
-    if isinstance(node, ast.Tuple) and _enclosed(text):
-        return text
-    return f"({text})"
-
-
-def _enclosed(text: str) -> bool:
-    """``text`` is one parenthesized whole: ``(a, b)``, not ``(a), (b)`` (whose first paren closes early)."""
-    if not text.startswith("("):
-        return False
-    try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.OP]
-    except (tokenize.TokenError, SyntaxError):
-        return False
-    depth = 0
-    for position, token in enumerate(tokens):
-        depth += (token.string in "([{") - (token.string in ")]}")
-        if depth == 0:
-            return position == len(tokens) - 1 and token.end == (len(text.splitlines()), len(text.splitlines()[-1]))
-    return False
 
 
 def _self_of(module, node: ast.AST) -> str | None:
