@@ -271,6 +271,29 @@ def test_a_keyword_call_that_does_not_name_each_parameter_once_blocks(call, reas
     assert not view.possible and view.line == line and reason in view.reason, view.blocker
 
 
+_BOUND_BY_PARTIAL = (FIXTURES / "optimizer_bound_by_partial.in.py").read_text()
+_PARTIAL = "functools.partial(train_step, optimizer, scale=0.5)"
+
+
+@pytest.mark.parametrize(("partial", "reason"), [
+    ("functools.partial(train_step, optimizer, optimizer=optimizer)", "binds `optimizer` twice"),
+    ("functools.partial(train_step, *[optimizer])", "not a `def` or a `partial(def, name=...)`"),
+])
+def test_a_partial_whose_bindings_cannot_be_followed_blocks(partial, reason):
+    assert_variant_blocks(_BOUND_BY_PARTIAL, _PARTIAL, partial, "functools.partial(", reason)
+
+
+def test_a_partial_binding_replicated_arrays_blocks():
+    """jit's closure would hold the parameters without pmap's device axis."""
+    made = '    p_train_step = jax.pmap(functools.partial(train_step, optimizer, scale=0.5), axis_name="batch")\n'
+    text = _BOUND_BY_PARTIAL.replace(made, "").replace(
+        "    rng = np.random.default_rng(0)\n",
+        made.replace("optimizer, scale", "optimizer, params, scale") + "    rng = np.random.default_rng(0)\n").replace(
+        "p_train_step(params, opt_state,", "p_train_step(opt_state,")
+    assert "partial(train_step, optimizer, params" in text
+    assert_blocks_at(text, "partial(train_step, optimizer, params", "`params` has pmap's device axis here")
+
+
 _FACTORY = (FIXTURES / "step_from_factory.in.py").read_text()
 
 

@@ -42,6 +42,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "batch_stats_synced_before_eval", "step_made_by_a_function", "token_rows_merged_in_the_loss",
     "step_bound_again_before_use", "per_example_model_vmapped", "embedding_rows_summed",
     "comments_in_the_pmap_call", "batches_split_by_einops", "batch_split_with_its_sizes_written",
+    "optimizer_bound_by_partial",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -59,7 +60,7 @@ FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_
         "global_replicated_together", "global_replicated_metrics_logged",
         "global_batch_stats_synced_before_eval", "global_step_made_by_a_function",
         "global_token_rows_merged_in_the_loss", "global_step_bound_again_before_use",
-        "global_per_example_model_vmapped"}
+        "global_per_example_model_vmapped", "global_optimizer_bound_by_partial"}
 CASES = sorted(OLD)
 # Where each case's main() returns the parameters its gradient all-reduce must carry (None: no
 # gradient, an eval step).
@@ -94,7 +95,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_step_bound_again_before_use": "['params']",
           "global_per_example_model_vmapped": "['params']",
           "global_embedding_rows_summed": "['grads']", "global_comments_in_the_pmap_call": "['params']",
-          "global_batches_split_by_einops": "['params']", "global_batch_split_with_its_sizes_written": "['params']"}
+          "global_batches_split_by_einops": "['params']", "global_batch_split_with_its_sizes_written": "['params']",
+          "global_optimizer_bound_by_partial": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's

@@ -168,6 +168,7 @@ class Step:
     outputs: Kind = BOT
     params: list[Kind] = field(default_factory=list)
     bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
+    leading: int = 0  # how many of them it binds by position: the first parameters
     fun: ast.expr | None = None  # call form: the expression naming the function pmap maps
     factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
     returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
@@ -1664,8 +1665,9 @@ class DriverAnalyzer:
             if node.keywords:
                 raise Blocked(node.lineno, f"`{step.name}` is called with keyword arguments")
             return list(enumerate(node.args))
-        names = [a.arg for a in step.func.args.args if a.arg not in step.bound]
-        after_bound = next((i for i, a in enumerate(step.func.args.args) if a.arg in step.bound), len(names))
+        rest = step.func.args.args[step.leading:]  # (those a `partial(f, value)` binds by position come first)
+        names = [a.arg for a in rest if a.arg not in step.bound]
+        after_bound = next((i for i, a in enumerate(rest) if a.arg in step.bound), len(names))
         if len(node.args) > after_bound:
             raise Blocked(node.lineno, f"`{step.name}` is given argument {after_bound + 1} by position, after a "
                           "parameter `partial(...)` binds by name")

@@ -144,15 +144,17 @@ def made_def_of(module, name: ast.Name, line: int) -> tuple[ast.FunctionDef, ast
 
 
 def partial_of(module, node: ast.expr, line: int):
-    """``functools.partial(f, name=value, ...)``: f's def and the names bound (to host values);
-    also through a name bound once to such a partial (``f = partial(is_replicated, axis_name="i")``)."""
+    """``functools.partial(f, value, ..., name=value, ...)``: f's def, the names of the parameters
+    bound and how many of them lead, bound by position (``partial(train_step, optimizer)``); also
+    through a name bound once to such a partial (``f = partial(is_replicated, axis_name="i")``).
+    Pmap and jit alike close over what a partial binds: the same value on every device."""
     if isinstance(node, ast.Name):
         bindings = module.names.bindings(node)
         if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) and isinstance(bindings[0].value, ast.Call):
             return partial_of(module, bindings[0].value, line)
     if not (isinstance(node, ast.Call) and module.names.qualified_name(node.func) == "functools.partial"
-            and len(node.args) == 1 and isinstance(node.args[0], ast.Name)
-            and all(kw.arg for kw in node.keywords)):
+            and node.args and isinstance(node.args[0], ast.Name)
+            and not any(isinstance(a, ast.Starred) for a in node.args) and all(kw.arg for kw in node.keywords)):
         what = ""
         if isinstance(node, ast.Attribute):  # `jax.pmap(env.reset)`, `jax.pmap(self._update)`
             what = f" (`{module.segment(node)}`, a method or attribute: the body run is not known here)"
@@ -165,7 +167,16 @@ def partial_of(module, node: ast.expr, line: int):
     defs = [b.node for b in module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
     if len(defs) != 1 or len(module.names.bindings(node.args[0])) != 1:
         raise Blocked(line, "the pmapped function is not a `def` of this module")
-    return defs[0], {kw.arg: kw.value for kw in node.keywords}
+    func, leading = defs[0], node.args[1:]
+    if leading and (func.args.posonlyargs or len(leading) > len(func.args.args)):
+        raise Blocked(line, f"`partial(...)` binds {len(leading)} arguments of `{func.name}` by position, "
+                      "not its leading parameters")
+    bound = {a.arg: value for a, value in zip(func.args.args, leading)}
+    for keyword in node.keywords:
+        if keyword.arg in bound:
+            raise Blocked(line, f"`partial(...)` binds `{keyword.arg}` twice")
+        bound[keyword.arg] = keyword.value
+    return func, bound, len(leading)
 
 
 def factory_of(module, made: ast.AST) -> ast.FunctionDef | None:

@@ -481,7 +481,7 @@ class Builder:
             pending = kept if len(kept) < len(pending) else []
 
     def _step(self, app: Application) -> None:
-        func, bound, factory, returned, holder, entry = app.mapped, {}, None, None, None, None
+        func, bound, leading, factory, returned, holder, entry = app.mapped, {}, 0, None, None, None, None
         options, fun = read_options(self.module, app)
         if app.kind == "decorator":
             if not isinstance(func, ast.FunctionDef):
@@ -528,7 +528,7 @@ class Builder:
             if func is None and isinstance(fun, ast.Name):  # `train_step = make_train_step(optimizer)`
                 func = next(iter(made_def_of(self.module, fun, app.line) or ()), None)
             if func is None:
-                func, bound = partial_of(self.module, fun, app.line)
+                func, bound, leading = partial_of(self.module, fun, app.line)
             if not isinstance(func, (ast.FunctionDef, ast.Lambda)):
                 raise Blocked(app.line, "the pmapped function is not a `def` or lambda of this module")
             # A step called at once has no name of its own: it is known by where pmap is applied;
@@ -598,8 +598,8 @@ class Builder:
             in_axes = tuple(None if i in static else axis for i, axis in enumerate(in_axes))
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
-        self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), fun=fun,
-                                factory=factory, returned=returned, holder=holder, entry=entry, axis=axis)
+        self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), leading=leading,
+                                fun=fun, factory=factory, returned=returned, holder=holder, entry=entry, axis=axis)
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
