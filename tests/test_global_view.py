@@ -294,6 +294,34 @@ def test_a_partial_binding_replicated_arrays_blocks():
     assert_blocks_at(text, "partial(train_step, optimizer, params", "`params` has pmap's device axis here")
 
 
+_ATTENTION = (FIXTURES / "attention_written_in_jax_numpy.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    ("jnp.concatenate([-x2, x1], axis=-1)", "jnp.concatenate([-x2, x1], axis=0)", "`concatenate` along the batch axis"),
+    ("jnp.concatenate([-x2, x1], axis=-1)", "jnp.concatenate([-x2, x1])", "`concatenate` along the batch axis"),
+    ("jnp.concatenate([-x2, x1], axis=-1)", "jnp.concatenate([-x2, x1], axis=-2)", "not known to be off the batch"),
+    ("jnp.split(x, 2, axis=-1)", "jnp.split(x, 2)", "`split` along the batch axis"),
+    ("jnp.split(x, 2, axis=-1)", "jnp.split(x, x.shape[1], axis=-1)", "number of parts not written"),
+    ('jnp.einsum("bqhd,bkhd->bhqk", q, k)', 'jnp.einsum("bqhd,ckhd->bhqk", q, k)', "sums over or moves the batch"),
+    ('jnp.einsum("bqhd,bkhd->bhqk", q, k)', 'jnp.einsum("bqhd,bkhd->hbqk", q, k)', "sums over or moves the batch"),
+    ('jnp.einsum("bqhd,bkhd->bhqk", q, k)', 'jnp.einsum("...qhd,...khd->...hqk", q, k)', "not written out here"),
+    ('x @ layer["gate"]], axis=-1)', 'x @ layer["gate"]])', "`stack` along the batch axis"),
+    ("jnp.swapaxes(x, 1, 2)", "jnp.swapaxes(x, 0, 2)", "moves the batch axis"),
+    ("jnp.expand_dims(pooled @ params[\"head\"], axis=1).squeeze(1)",
+     "jnp.expand_dims(pooled @ params[\"head\"], axis=0).squeeze(0)", "`expand_dims` along the batch axis"),
+    ("jnp.expand_dims(pooled @ params[\"head\"], axis=1).squeeze(1)",
+     "jnp.expand_dims(pooled @ params[\"head\"], axis=1).squeeze()", "`.squeeze(...)` of per-device values"),
+])
+def test_arrays_joined_split_or_reordered_along_the_batch_axis_block(old, new, reason):
+    """The step's pmean blocks, naming the line that mixes examples."""
+    assert plan_global(_ATTENTION).possible
+    text = _ATTENTION.replace(old, new)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if new in t)
+    view = plan_global(text)
+    assert not view.possible and reason in view.reason and f"(line {line})" in view.reason, view.blocker
+
+
 _FACTORY = (FIXTURES / "step_from_factory.in.py").read_text()
 
 

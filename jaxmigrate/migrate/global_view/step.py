@@ -66,6 +66,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     off_the_batch_axis,
 )
 from jaxmigrate.migrate._plan import literal_int
+from jaxmigrate.migrate.global_view.layout_ops import is_layout_op, layout_op, method_layout
 from jaxmigrate.migrate.global_view.shapes import is_zero
 from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
 
@@ -109,7 +110,7 @@ class StepAnalysis:
 class StepAnalyzer:
     """Interprets a step's body (and what it calls) over kinds."""
 
-    MAX_DEPTH = 6
+    MAX_DEPTH = 12
 
     def __init__(self, module, axis: str | None, host_scopes: frozenset[int] = frozenset()) -> None:
         self.module = module  # a core.module.ParsedModule
@@ -900,9 +901,18 @@ class StepAnalyzer:
         for kw in node.keywords:
             if kw.arg not in ("axis", "keepdims", "dtype", "num_classes", "where_"):
                 args.append(self.expr(kw.value, frame))
+        unknown = next((leaf for kind in args for leaf in leaves(kind) if isinstance(leaf, U)), None)
+        if unknown is not None:
+            return unknown  # the first reason it is unknown is the one to tell
         first = flat(args[0], node.lineno) if args else R
         if qualified == "jax.numpy.reshape" and first == S and len(node.args) >= 2 and not node.keywords:
             return self._reshaped_rows(node, node.args[1:], frame)  # `jnp.reshape(logits, (-1, C))`
+        if is_layout_op(qualified) and not all(flat(a) == R for a in args):
+            extra = args[len(node.args):]  # (keyword arguments but the axis)
+            unknown = next((kind for kind in map(flat, extra) if kind != R), None)
+            if unknown is not None:
+                return unknown if isinstance(unknown, U) else U(f"`{short}` given per-device options", node.lineno)
+            return layout_op(node, qualified, args[:len(node.args)])
         if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
                 and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
             return self._reduction(node, short, first, args[1:], axis_position=1)
@@ -957,6 +967,8 @@ class StepAnalyzer:
             return base if all(flat(a) == R for a in args) else U("astype to a per-device dtype", node.lineno)
         if func.attr == "reshape" and base == S and not node.keywords:
             return self._reshaped_rows(node, node.args, frame)
+        if base == S and method_layout(node) and all(flat(a) == R for a in args):
+            return S  # `q.transpose(0, 2, 1, 3)`: the batch axis stays first
         if base == R and all(flat(a) == R for a in [*args, *kwargs]):
             return R
         return U(f"`.{func.attr}(...)` of per-device values is not known to treat examples independently",
