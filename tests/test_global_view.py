@@ -789,6 +789,16 @@ def test_a_helper_that_goes_takes_the_comment_right_above_it_and_leaves_one_set_
     assert "Copies every leaf" not in fixed and "# Helpers.\n" in fixed
 
 
+@pytest.mark.parametrize("marker", ["# %%", "#%% helpers", "# In[3]:"])
+def test_a_helper_that_goes_leaves_the_notebook_cell_marker_above_it(marker):
+    source = (FIXTURES / "replicate_helpers.in.py").read_text()
+    text = source.replace("def replicate(tree):", f"{marker}\n# Copies every leaf onto each device.\ndef replicate(tree):")
+    text += '\n\nif __name__ == "__main__":\n    train(None, [])\n'
+    fixed = fix(text, set())
+    assert "def replicate(" not in fixed and "Copies every leaf" not in fixed
+    assert f"\n{marker}\n" in fixed
+
+
 _SEVERAL_PROCESSES = """import jax
 import jax.numpy as jnp
 

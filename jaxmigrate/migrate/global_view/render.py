@@ -902,8 +902,9 @@ class Builder:
         first = statement.lineno
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.decorator_list:
             first = statement.decorator_list[0].lineno
-        while comments_above and first > 2 and self.module.src.line(first - 1).lstrip().startswith("#"):
-            first -= 1  # (never line 1 or 2: a shebang or an encoding line is the file's)
+        while comments_above and first > 2 and self.module.src.line(first - 1).lstrip().startswith("#") \
+                and not _CELL_MARKER.match(self.module.src.line(first - 1)):
+            first -= 1  # (never line 1 or 2: a shebang or an encoding line is the file's; nor a cell's marker)
         if blank_before:
             while first > 1 and not self.module.src.line(first - 1).strip():
                 first -= 1
@@ -1227,6 +1228,11 @@ def _arithmetic(node: ast.expr) -> bool:
     if isinstance(node, ast.BinOp):
         return _arithmetic(node.left) and _arithmetic(node.right)
     return isinstance(node, ast.Name) or isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+# A notebook cell's first line (`# %%` of jupytext, VS Code and Spyder; `# In[3]:` of an exported
+# notebook): it belongs to the cell, not to the def below it.
+_CELL_MARKER = re.compile(r"\s*#\s*(%%|In\[[\d ]*\]:|<codecell>)")
 
 
 def _same_names(target: ast.expr, value: ast.expr) -> bool:
