@@ -89,6 +89,16 @@ NUMPY = ("numpy", None, "np")
             [JAX],
             "pass  # jaxmigrate-magic-0\n# jaxmigrate-notebook-cell-boundary\nimport jax\nimport numpy as np\n\nx = 1\n",
             id="notebook: into the imports' cell, not the !pip cell above it"),
+        pytest.param(
+            'import os\n\nos.environ["JAX_ENABLE_X64"] = "1"\n\nimport jax\nimport optax\n\nx = 1\n',
+            [NAMED_SHARDING],
+            'import os\n\nos.environ["JAX_ENABLE_X64"] = "1"\n\nimport jax\nimport optax\n'
+            'from jax.sharding import NamedSharding\n\nx = 1\n',
+            id="jax imported after the environment is set: the new import goes with it, below"),
+        pytest.param(
+            "import jax\ny = NamedSharding\nfrom jax.sharding import PartitionSpec\n", [NAMED_SHARDING],
+            "import jax\nfrom jax.sharding import NamedSharding\ny = NamedSharding\nfrom jax.sharding import PartitionSpec\n",
+            id="never below a line that reads the name"),
     ],
 )
 def test_added_imports(text, add, expected):

@@ -52,10 +52,13 @@ def write_imports(original: str, text: str, add: Iterable[ImportKey], remove: It
 
 
 class _Header:
-    """The top-level import statements that form the module's import block, in groups (runs of
-    import statements with no blank line or other statement between them)."""
+    """The top-level import statements that form the module's import block (those above its first
+    def or class), in groups (runs of import statements with no blank line or other statement
+    between them)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, name: str | None = None) -> None:
+        """With ``name``, only the imports above the first line that reads it (where a new import
+        binding it may go)."""
         self.text = text
         # The planner's own parse when this is the text it read; kept no longer than this header.
         self.module = recent_module(text) or ParsedModule(text)
@@ -65,12 +68,17 @@ class _Header:
         self.docstring = (body[0] if body and isinstance(body[0], ast.Expr)
                           and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
                           else None)
-        first = next((i for i, stmt in enumerate(body) if _is_import(stmt)), None)
+        # Every top-level import above the first def or class: a script that sets `os.environ`
+        # (or installs a traceback hook) before it imports jax keeps jax's imports below that
+        # code, and a new jax import goes there, not above it.
+        first_read = min((node.lineno for node in self.module.of_type(ast.Name)
+                          if node.id == name and isinstance(node.ctx, ast.Load)), default=None)
         block: list[ast.stmt] = []
-        if first is not None:
-            for stmt in body[first:]:
-                if not _is_import(stmt):
-                    break
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    or first_read is not None and stmt.end_lineno >= first_read:
+                break
+            if _is_import(stmt):
                 block.append(stmt)
         self.block = block
         self.groups: list[list[ast.stmt]] = []
@@ -279,7 +287,7 @@ def _statement(key: ImportKey) -> str:
 
 
 def _add(text: str, key: ImportKey) -> str:
-    header = _Header(text)
+    header = _Header(text, _bound_name(key))
     module, obj, asname = key
     for stmt in header.tree.body:
         if _is_import(stmt) and any(_binds(alias, key, stmt) for alias in stmt.names):
