@@ -187,6 +187,16 @@ def test_helper_goes_after_the_imports_with_two_blank_lines_each_side():
     )
 
 
+def test_helper_goes_after_the_last_import_above_the_first_def_and_above_its_first_use():
+    text = 'import os\n\nos.environ["A"] = "1"\n\nimport jax\n\n\ndef f():\n    return 1\n'
+    assert write_imports(text, text, set(), set(), {"_helper": HELPER}) == (
+        'import os\n\nos.environ["A"] = "1"\n\nimport jax\n\n\ndef _helper(x):\n    return x\n\n\ndef f():\n'
+        '    return 1\n')
+    text = "import os\n\ny = _helper(1)\n\nimport jax\n"
+    assert write_imports(text, text, set(), set(), {"_helper": HELPER}).startswith(
+        "import os\n\n\ndef _helper(x):\n    return x\n\n\ny = _helper(1)\n")
+
+
 def test_helper_follows_the_files_indentation_and_is_written_once():
     text = "import jax\n\n\ndef f():\n  return 1\n"
     once = write_imports(text, text, set(), set(), {"_helper": HELPER})

@@ -56,9 +56,9 @@ class _Header:
     def or class), in groups (runs of import statements with no blank line or other statement
     between them)."""
 
-    def __init__(self, text: str, name: str | None = None) -> None:
-        """With ``name``, only the imports above the first line that reads it (where a new import
-        binding it may go)."""
+    def __init__(self, text: str, *names: str) -> None:
+        """With ``names``, only the imports above the first line that reads one (where a new
+        import or helper binding it may go)."""
         self.text = text
         # The planner's own parse when this is the text it read; kept no longer than this header.
         self.module = recent_module(text) or ParsedModule(text)
@@ -72,7 +72,7 @@ class _Header:
         # (or installs a traceback hook) before it imports jax keeps jax's imports below that
         # code, and a new jax import goes there, not above it.
         first_read = min((node.lineno for node in self.module.of_type(ast.Name)
-                          if node.id == name and isinstance(node.ctx, ast.Load)), default=None)
+                          if node.id in names and isinstance(node.ctx, ast.Load)), default=None)
         block: list[ast.stmt] = []
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
@@ -403,7 +403,7 @@ def _after_leading_comments(text: str) -> int:
 
 
 def _insert_helpers(text: str, helpers: dict[str, str]) -> str:
-    header = _Header(text)
+    header = _Header(text, *helpers)
     defined = {stmt.name for stmt in header.tree.body if isinstance(stmt, ast.FunctionDef)}
     new = [source for name, source in helpers.items() if name not in defined]
     if not new:
