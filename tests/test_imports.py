@@ -99,6 +99,15 @@ NUMPY = ("numpy", None, "np")
             "import jax\ny = NamedSharding\nfrom jax.sharding import PartitionSpec\n", [NAMED_SHARDING],
             "import jax\nfrom jax.sharding import NamedSharding\ny = NamedSharding\nfrom jax.sharding import PartitionSpec\n",
             id="never below a line that reads the name"),
+        pytest.param(
+            "import jax\nx = 1\nfrom jax.sharding import PartitionSpec\ny = NamedSharding\n", [NAMED_SHARDING],
+            "import jax\nfrom jax.sharding import NamedSharding\nx = 1\nfrom jax.sharding import PartitionSpec\n"
+            "y = NamedSharding\n",
+            id="a late from-import below code is not extended: the planners may spell the name above it"),
+        pytest.param(
+            'import os\nos.environ["A"] = "1"\nimport jax\nfrom jax.sharding import PartitionSpec\n', [NAMED_SHARDING],
+            'import os\nos.environ["A"] = "1"\nimport jax\nfrom jax.sharding import NamedSharding, PartitionSpec\n',
+            id="the package's first group's from-import is extended"),
     ],
 )
 def test_added_imports(text, add, expected):

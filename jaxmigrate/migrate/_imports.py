@@ -11,6 +11,7 @@ Text edits on ``ast`` positions, no LibCST: this runs for every fixed file.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import sys
 from collections.abc import Iterable
@@ -71,8 +72,8 @@ class _Header:
         # Every top-level import above the first def or class: a script that sets `os.environ`
         # (or installs a traceback hook) before it imports jax keeps jax's imports below that
         # code, and a new jax import goes there, not above it.
-        first_read = min((node.lineno for node in self.module.of_type(ast.Name)
-                          if node.id in names and isinstance(node.ctx, ast.Load)), default=None)
+        self.first_read = first_read = min((node.lineno for node in self.module.of_type(ast.Name)
+                                            if node.id in names and isinstance(node.ctx, ast.Load)), default=None)
         block: list[ast.stmt] = []
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
@@ -81,6 +82,8 @@ class _Header:
             if _is_import(stmt):
                 block.append(stmt)
         self.block = block
+        first = next((i for i, stmt in enumerate(body) if _is_import(stmt)), len(body))
+        self.first_run = [stmt for stmt in itertools.takewhile(_is_import, body[first:]) if stmt in block]
         self.groups: list[list[ast.stmt]] = []
         for stmt in block:
             if self.groups and stmt.lineno == self.groups[-1][-1].end_lineno + 1:
@@ -290,10 +293,17 @@ def _add(text: str, key: ImportKey) -> str:
     header = _Header(text, _bound_name(key))
     module, obj, asname = key
     for stmt in header.tree.body:
-        if _is_import(stmt) and any(_binds(alias, key, stmt) for alias in stmt.names):
-            return text  # already there
+        if _is_import(stmt) and any(_binds(alias, key, stmt) for alias in stmt.names) \
+                and (header.first_read is None or stmt.end_lineno < header.first_read):
+            return text  # already there (one below a line that reads the name is there too late)
+    package = module.partition(".")[0]
+    holding = [group for group in header.groups if any(_module_of(stmt).partition(".")[0] == package
+                                                        for stmt in group)]
     if obj is not None:
-        for stmt in header.block:
+        # `from M import ...` extended where the module's imports begin: the first run of
+        # imports, or the first group of the package (not a late one, below code that the
+        # planners, which take any import of a name as its spelling, may have used it in).
+        for stmt in [*header.first_run, *(holding[0] if holding else ())]:
             if (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module == module
                     and stmt.names[0].name != "*"):
                 return splice(text, [_extend(header, stmt, f"{obj} as {asname}" if asname else obj)])
@@ -302,10 +312,9 @@ def _add(text: str, key: ImportKey) -> str:
     kind = _kind(module)
     # A file that keeps a package's imports in a group of their own (`import jax` below the other
     # third-party imports, as isort's sections do) gets the new one there.
-    package = module.partition(".")[0]
-    same = next((found for found in ([group for group in header.groups
-                                      if any(_module_of(stmt).partition(".")[0] == near for stmt in group)]
-                                     for near in (package, _BESIDE.get(package))) if found), [])
+    same = holding or next((found for found in ([group for group in header.groups
+                                                 if any(_module_of(stmt).partition(".")[0] == near for stmt in group)]
+                                                for near in (_BESIDE.get(package),)) if found), [])
     # (else a group of that kind alone before one that mixes kinds: `from functools import
     # partial` above `from toolz import curry` is no place for numpy)
     same = same or sorted((group for group in header.groups if _group_kind(group) == kind),
