@@ -26,6 +26,12 @@ SHAPES = [
            "h = jax.vmap(lambda x: lax.psum(x, 'batch'), axis_name='batch')\n", False, False),
     Module("import jax\n\n\n@jax.pmap\ndef step(x):\n    return x + 1\n\n\ny = jax.tree.map(lambda x: x[0], step(1))\n",
            True, True),
+    # (fix_fuzz seed 222) a fix spelling jax.sharding's names above a later cell's import of them
+    Module("import jax\nx1 = jax.device_put_replicated(1, jax.local_devices())\n"
+           "from jax.sharding import PositionalSharding\nprint(jax.device_put(1, PositionalSharding(jax.devices())))\n",
+           False, False),
+    Module("import jax\nx = jax.device_put_replicated(1, jax.local_devices())\n"
+           "from jax.sharding import NamedSharding, Mesh, PartitionSpec as P\ny = NamedSharding, Mesh, P\n", False, False),
 ]
 
 
@@ -35,7 +41,8 @@ def _holds(module: Module) -> None:
         assert not problems, f"{'--unsafe-fixes' if unsafe else '--fix'}: {problems}\n{module.text}"
 
 
-@pytest.mark.parametrize("module", SHAPES, ids=["try-import", "nested-pmap", "f-string", "semicolon", "axis-name", "jm505"])
+@pytest.mark.parametrize("module", SHAPES, ids=["try-import", "nested-pmap", "f-string", "semicolon", "axis-name", "jm505",
+                                              "late-import-extended", "late-import-of-the-names"])
 def test_the_shapes_issue_19_found(module):
     _holds(module)
 

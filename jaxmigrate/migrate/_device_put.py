@@ -349,7 +349,7 @@ class _Placements:
 
     def jnp(self) -> str:
         """``jax.numpy`` as the module spells it (typed PRNG keys go through jax.numpy, never numpy)."""
-        alias = self.module.module_alias("jax.numpy")
+        alias = self.namer.alias("jax.numpy")
         if alias:
             return alias
         if self.module.free("jnp"):

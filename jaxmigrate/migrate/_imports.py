@@ -38,15 +38,18 @@ def write_imports(original: str, text: str, add: Iterable[ImportKey], remove: It
         add.discard(("jax", None, None))  # `import jax.extend.backend` binds `jax` too
     if read_before is None:
         read_before = imports_read(original, remove)
-    # Added first: a new import joins the group of one the plan then removes, taking its place.
-    for key in sorted(add, key=str):
-        text = _add(text, key)
-    for key in sorted(remove, key=str):
-        if key in read_before:  # never used: not this plan's to remove
-            text = _remove(text, key)
-    if helpers:
-        text = _insert_helpers(text, helpers)
-    return text
+    try:
+        # Added first: a new import joins the group of one the plan then removes, taking its place.
+        for key in sorted(add, key=str):
+            text = _add(text, key)
+        for key in sorted(remove, key=str):
+            if key in read_before:  # never used: not this plan's to remove
+                text = _remove(text, key)
+        if helpers:
+            text = _insert_helpers(text, helpers)
+        return text
+    finally:
+        _LAST_PARSED.clear()  # (no tree of this file held while the next is parsed)
 
 
 # -- the module's import block ---------------------------------------------------------------
@@ -62,7 +65,7 @@ class _Header:
         import or helper binding it may go)."""
         self.text = text
         # The planner's own parse when this is the text it read; kept no longer than this header.
-        self.module = recent_module(text) or ParsedModule(text)
+        self.module = _parsed(text)
         self.source = self.module.src
         self.tree = self.module.tree
         body = self.tree.body
@@ -102,6 +105,22 @@ class _Header:
         """Offset just past line ``line``'s line break (the end of the text on the last line)."""
         starts = self.source.line_starts
         return starts[line] if line < len(starts) else len(self.text)
+
+
+_LAST_PARSED: list[tuple[str, ParsedModule]] = []
+
+
+def _parsed(text: str) -> ParsedModule:
+    """The planner's parse of ``text``, or this module's last one: adding several imports that are
+    there already reads one text several times."""
+    module = recent_module(text)
+    if module is None:
+        if _LAST_PARSED and _LAST_PARSED[0][0] == text:
+            return _LAST_PARSED[0][1]
+        _LAST_PARSED.clear()  # (let the last tree go before the next is made)
+        module = ParsedModule(text)
+        _LAST_PARSED[:] = [(text, module)]
+    return module
 
 
 def _is_import(stmt: ast.stmt) -> bool:

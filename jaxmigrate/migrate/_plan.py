@@ -61,8 +61,20 @@ class Namer:
         self.module = module
         self.plan = plan
 
+    def alias(self, qualname: str) -> str | None:
+        """The module's own name for ``qualname`` (``ParsedModule.module_alias``). Its import is
+        asked for too: one that comes below a line this plan writes the name on (a later notebook
+        cell's `from jax.sharding import Mesh`) is no spelling there, and ``write_imports`` then
+        adds it above that line; one above it is left as it is."""
+        alias = self.module.module_alias(qualname)
+        if alias:
+            key = _import_key(self.module, alias)
+            if key is not None:
+                self.plan.add_imports.add(key)
+        return alias
+
     def jax(self) -> str:
-        alias = self.module.module_alias("jax")
+        alias = self.alias("jax")
         if alias:
             return alias
         if self.module.free("jax"):
@@ -71,7 +83,7 @@ class Namer:
         raise Unprovable("the name `jax` is bound to something else here, so jax cannot be named")
 
     def numpy(self) -> str:
-        alias = self.module.module_alias("numpy")
+        alias = self.alias("numpy")
         if alias:
             return alias
         if self.module.free("np"):
@@ -81,7 +93,7 @@ class Namer:
 
     def multihost_utils(self) -> str:
         """``jax.experimental.multihost_utils`` as this module can spell it."""
-        alias = self.module.module_alias("jax.experimental.multihost_utils")
+        alias = self.alias("jax.experimental.multihost_utils")
         if alias:
             return alias
         if self.module.free("multihost_utils"):
@@ -92,7 +104,7 @@ class Namer:
     def sharding(self, obj: str, short: str | None = None) -> str:
         """``jax.sharding.<obj>`` as this module can spell it (``short`` is a preferred alias)."""
         for qualname in (f"jax.sharding.{obj}", f"jax.{obj}"):
-            alias = self.module.module_alias(qualname)
+            alias = self.alias(qualname)
             if alias:
                 return alias
         name = short or obj
@@ -100,6 +112,18 @@ class Namer:
             self.plan.add_imports.add(("jax.sharding", obj, short if short and short != obj else None))
             return name
         return f"{self.jax()}.sharding.{obj}"
+
+
+def _import_key(module: ParsedModule, name: str) -> tuple[str, str | None, str | None] | None:
+    """(module, object, alias) of the module-level import statement that binds ``name``."""
+    binding = next(iter(module.names.module_scope.bindings.get(name, ())), None)
+    statement = getattr(binding, "statement", None)
+    node = getattr(binding, "node", None)
+    if isinstance(statement, ast.Import):
+        return (node.name, None, node.asname)
+    if isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+        return (statement.module, node.name, node.asname)
+    return None
 
 
 def apply(text: str, plan: Plan) -> str:

@@ -183,10 +183,10 @@ class Rewriter:
         module = self.module
         if options.partial is not None:
             return module.segment(options.partial.func)
-        alias = module.module_alias("functools.partial")
+        alias = namer.alias("functools.partial")
         if alias:
             return alias
-        alias = module.module_alias("functools")
+        alias = namer.alias("functools")
         if alias:
             return f"{alias}.partial"
         if module.free("partial"):

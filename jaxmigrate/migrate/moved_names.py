@@ -441,11 +441,11 @@ class _Planner:
 
     def _spell(self, qualname: str, plan: _Plan) -> str:
         """``qualname`` through the module's own aliases (longest first), else from ``jax``."""
-        parts = qualname.split(".")
+        parts, namer = qualname.split("."), Namer(self.module, plan)
         for k in range(len(parts), 0, -1):
-            if alias := self.module.module_alias(".".join(parts[:k])):
+            if alias := namer.alias(".".join(parts[:k])):
                 return ".".join([alias, *parts[k:]])
-        return ".".join([Namer(self.module, plan).jax(), *parts[1:]])
+        return ".".join([namer.jax(), *parts[1:]])
 
     def _uses(self, alias: ast.alias) -> list[ast.Name]:
         """The names reading the import ``alias``; Unprovable when one may also read something else."""
