@@ -277,7 +277,7 @@ _PARTIAL = "functools.partial(train_step, optimizer, scale=0.5)"
 
 @pytest.mark.parametrize(("partial", "reason"), [
     ("functools.partial(train_step, optimizer, optimizer=optimizer)", "binds `optimizer` twice"),
-    ("functools.partial(train_step, *[optimizer])", "not a `def` or a `partial(def, name=...)`"),
+    ("functools.partial(train_step, *[optimizer])", "not a `def` or a `partial` of one"),
 ])
 def test_a_partial_whose_bindings_cannot_be_followed_blocks(partial, reason):
     assert_variant_blocks(_BOUND_BY_PARTIAL, _PARTIAL, partial, "functools.partial(", reason)

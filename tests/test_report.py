@@ -83,7 +83,7 @@ def test_blockers_are_the_findings_own_data_not_parsed_from_the_message(legacy):
     [finding] = result.findings
     assert finding.blockers == (
         Blocker("rewrite", "`devices=` picks a device subset the rewrite's mesh of every device would not reproduce", 3),
-        Blocker("global view", "the pmapped function is not a `def` or a `partial(def, name=...)` of this module "
+        Blocker("global view", "the pmapped function is not a `def` or a `partial` of one, of this module "
                 "(`f` is not bound once, to a `def`, above the pmap)", 3))
     assert "not rewritten: " + finding.blockers[0].reason in finding.message
 

@@ -163,7 +163,7 @@ def partial_of(module, node: ast.expr, line: int):
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Attribute):
             what = (f" (a `partial` of `{module.segment(node.args[0])}`, a function of another module or object: "
                     "its collectives cannot be rewritten here)")
-        raise Blocked(line, f"the pmapped function is not a `def` or a `partial(def, name=...)` of this module{what}")
+        raise Blocked(line, f"the pmapped function is not a `def` or a `partial` of one, of this module{what}")
     defs = [b.node for b in module.names.bindings(node.args[0]) if isinstance(b, OpaqueBinding)]
     if len(defs) != 1 or len(module.names.bindings(node.args[0])) != 1:
         raise Blocked(line, "the pmapped function is not a `def` of this module")
