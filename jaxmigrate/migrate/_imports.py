@@ -64,7 +64,7 @@ class _Header:
         """With ``names``, only the imports above the first line that reads one (where a new
         import or helper binding it may go)."""
         self.text = text
-        # The planner's own parse when this is the text it read; kept no longer than this header.
+        # The planner's own parse when this is the text it read (``_parsed``).
         self.module = _parsed(text)
         self.source = self.module.src
         self.tree = self.module.tree
@@ -72,11 +72,11 @@ class _Header:
         self.docstring = (body[0] if body and isinstance(body[0], ast.Expr)
                           and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
                           else None)
+        self.first_read = first_read = min((node.lineno for node in self.module.of_type(ast.Name)
+                                            if node.id in names and isinstance(node.ctx, ast.Load)), default=None)
         # Every top-level import above the first def or class: a script that sets `os.environ`
         # (or installs a traceback hook) before it imports jax keeps jax's imports below that
         # code, and a new jax import goes there, not above it.
-        self.first_read = first_read = min((node.lineno for node in self.module.of_type(ast.Name)
-                                            if node.id in names and isinstance(node.ctx, ast.Load)), default=None)
         block: list[ast.stmt] = []
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
@@ -112,7 +112,8 @@ _LAST_PARSED: list[tuple[str, ParsedModule]] = []
 
 def _parsed(text: str) -> ParsedModule:
     """The planner's parse of ``text``, or this module's last one: adding several imports that are
-    there already reads one text several times."""
+    there already reads one text several times. Held until ``write_imports`` returns, or the
+    next text is parsed, never beside it."""
     module = recent_module(text)
     if module is None:
         if _LAST_PARSED and _LAST_PARSED[0][0] == text:

@@ -82,7 +82,7 @@ def method_layout(node: ast.Call) -> bool:
 
 def _along(node: ast.Call, short: str, position: int) -> Kind:
     """S when the op's axis is written and off the batch axis."""
-    value = node.args[position] if position is not None and len(node.args) > position else next(
+    value = node.args[position] if len(node.args) > position else next(
         (k.value for k in node.keywords if k.arg == "axis"), None)
     axis = _literal(value) if value is not None else None
     if value is None or not off_the_batch_axis(axis):
