@@ -685,6 +685,9 @@ _MADE = (FIXTURES / "step_made_by_a_function.in.py").read_text()
     pytest.param("    def train_step(params, opt_state, batch):\n",
                  "    @jax.named_call\n    def train_step(params, opt_state, batch):\n",
                  "is decorated: what the pmap runs is not its body", id="what it makes decorated"),
+    pytest.param("    train_step = make_train_step(optimizer)\n    p_train_step = jax.pmap(train_step,",
+                 "    single = make_train_step(optimizer)\n    p_train_step = jax.pmap(make_train_step(optimizer),",
+                 "`make_train_step` makes the step pmapped at line", id="given straight to pmap, and called again"),
 ])
 def test_a_step_a_function_makes_moves_only_where_the_pmap_alone_takes_it(old, new, reason):
     assert_variant_blocked_for(_MADE, old, new, reason)

@@ -427,6 +427,18 @@ def test_a_closure_called_from_another_closure_matches_pmap(tmp_path, flax_pytho
     assert report.equal, render_text(report)
 
 
+def test_a_step_makers_call_given_straight_to_pmap_matches_pmap(tmp_path, flax_python):
+    """`jax.pmap(make_train_step(optimizer), axis_name=...)`, the maker's call given to pmap with no
+    name of its own: the def it makes is the step, as through `train_step = make_train_step(...)`."""
+    old, new = migrated_variant(
+        tmp_path, "global_step_made_by_a_function",
+        '    train_step = make_train_step(optimizer)\n    p_train_step = jax.pmap(train_step, axis_name="devices")',
+        '    p_train_step = jax.pmap(make_train_step(optimizer), axis_name="devices")')
+    assert "p_train_step = jax.jit(make_train_step(optimizer))" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)
+
+
 @pytest.mark.parametrize("copies", [
     "np.repeat(x[None], n, axis=0)",
     "jnp.repeat(jnp.expand_dims(x, 0), n, 0)",

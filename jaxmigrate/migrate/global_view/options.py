@@ -101,16 +101,20 @@ def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
     return None
 
 
-def made_def_of(module, name: ast.Name, line: int) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:
-    """The def a function of the module makes and returns, when pmap's function is the name bound
-    to that call (research code's ``train_step = make_train_step(optimizer)`` before
-    ``jax.pmap(train_step, ...)``): that def, nested in its maker and returned by name from the
-    maker's one ``return``, and the maker. The def's collectives are rewritten where it is, so the
-    maker must make it for this pmap alone: called once, its result read by this pmap only."""
-    bindings = module.names.bindings(name)
-    if len(bindings) != 1 or not isinstance(bindings[0], ValueBinding):
-        return None
-    made = bindings[0].value
+def made_def_of(module, name: ast.Name | ast.Call, line: int) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:
+    """The def a function of the module makes and returns, when pmap's function is that call
+    (``jax.pmap(make_train_step(optimizer), ...)``) or the name bound to it (research code's
+    ``train_step = make_train_step(optimizer)`` before ``jax.pmap(train_step, ...)``): that def,
+    nested in its maker and returned by name from the maker's one ``return``, and the maker. The
+    def's collectives are rewritten where it is, so the maker must make it for this pmap alone:
+    called once, its result read by this pmap only."""
+    if isinstance(name, ast.Call):
+        made = name
+    else:
+        bindings = module.names.bindings(name)
+        if len(bindings) != 1 or not isinstance(bindings[0], ValueBinding):
+            return None
+        made = bindings[0].value
     if not (isinstance(made, ast.Call) and isinstance(made.func, ast.Name)):
         return None
     makers = module.names.bindings(made.func)
@@ -135,7 +139,7 @@ def made_def_of(module, name: ast.Name, line: int) -> tuple[ast.FunctionDef, ast
         other = next(node for node in calls if node is not made.func)
         raise Blocked(other.lineno, f"`{maker.name}` makes the step pmapped at line {line} and is used here too, "
                       "where the step would lose its collectives")
-    uses = reads_of(module, name.id, made)
+    uses = reads_of(module, name.id, made) if isinstance(name, ast.Name) else [name]
     if uses != [name]:
         other = next(node for node in uses if node is not name)
         raise Blocked(other.lineno, f"`{name.id}`, the step `{maker.name}` makes for the pmap at line {line}, is "

@@ -525,7 +525,7 @@ class Builder:
                 self.fun[name], self.jit_options[name], self.app_of[name] = fun, [], app
                 self.steps[name] = Step(name, call, None, (0,) * len(assign.args), fun=fun, opaque=len(assign.args))
                 return
-            if func is None and isinstance(fun, ast.Name):  # `train_step = make_train_step(optimizer)`
+            if func is None and isinstance(fun, (ast.Name, ast.Call)):  # `make_train_step(optimizer)`, by name or not
                 func = next(iter(made_def_of(self.module, fun, app.line) or ()), None)
             if func is None:
                 func, bound, leading = partial_of(self.module, fun, app.line)
