@@ -283,6 +283,23 @@ def test_a_partial_whose_bindings_cannot_be_followed_blocks(partial, reason):
     assert_variant_blocks(_BOUND_BY_PARTIAL, _PARTIAL, partial, "functools.partial(", reason)
 
 
+@pytest.mark.parametrize(("pmeans", "left"), [
+    ('    loss, grads = (jax.lax.pmean(x, "batch") for x in (loss, grads))\n', ""),
+    ('    loss, grads = [jax.lax.pmean(x, "batch") for x in [loss, grads]]\n', ""),
+    ('    avg_loss, avg_grads = (jax.lax.pmean(x, "batch") for x in (loss, grads))\n    loss, grads = avg_loss, avg_grads\n',
+     "    avg_loss, avg_grads = loss, grads\n    loss, grads = avg_loss, avg_grads\n"),
+    # (a list comprehension over a tuple, assigned to one name, is a list: it stays a comprehension)
+    ('    both = [jax.lax.pmean(x, "batch") for x in (loss, grads)]\n    loss, grads = both\n',
+     "    both = [x for x in (loss, grads)]\n    loss, grads = both\n"),
+])
+def test_pmeans_in_a_comprehension_over_values_written_out_go_with_it(pmeans, left):
+    text = _BOUND_BY_PARTIAL.replace('    grads = jax.lax.pmean(grads, axis_name="batch")\n', pmeans).replace(
+        'opt_state, jax.lax.pmean(loss, axis_name="batch")', "opt_state, loss")
+    fixed = fix(text, set())
+    assert "pmean" not in fixed and (left in fixed if left else " for x in " not in fixed)
+    assert "jax.value_and_grad(loss_fn)(params, inputs, targets)\n" + left + "    updates, opt_state" in fixed
+
+
 def test_a_partial_binding_replicated_arrays_blocks():
     """jit's closure would hold the parameters without pmap's device axis."""
     made = '    p_train_step = jax.pmap(functools.partial(train_step, optimizer, scale=0.5), axis_name="batch")\n'

@@ -439,6 +439,25 @@ def test_a_step_makers_call_given_straight_to_pmap_matches_pmap(tmp_path, flax_p
     assert report.equal, render_text(report)
 
 
+@pytest.mark.parametrize("pmeans", [
+    '    loss, grads = (jax.lax.pmean(x, "batch") for x in (loss, grads))\n',
+    '    avg_loss, avg_grads = [jax.lax.pmean(x, "batch") for x in (loss, grads)]\n    loss, grads = avg_loss, avg_grads\n',
+])
+def test_pmeans_in_a_comprehension_over_values_written_out_match_pmap(pmeans, tmp_path, flax_python):
+    """`loss, grads = (pmean(x, "batch") for x in (loss, grads))`, as an NNX script writes it: the
+    comprehension goes with its pmeans (the statement whole where it assigned the same names)."""
+    text = OLD["global_optimizer_bound_by_partial"].read_text()
+    changed = text.replace('    grads = jax.lax.pmean(grads, axis_name="batch")\n', pmeans).replace(
+        'opt_state, jax.lax.pmean(loss, axis_name="batch")', "opt_state, loss")
+    assert changed.count("pmean") == 1
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(changed)
+    new.write_text(migrate(old))
+    assert " for x in " not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)
+
+
 @pytest.mark.parametrize("copies", [
     "np.repeat(x[None], n, axis=0)",
     "jnp.repeat(jnp.expand_dims(x, 0), n, 0)",

@@ -850,9 +850,14 @@ class Builder:
         else:
             self._replace(node, f"{self._paren(arg)} * {count}")
 
-    def _identity_map(self, node: ast.Call, arg: ast.expr) -> tuple[ast.Call, ast.expr] | None:
+    def _identity_map(self, node: ast.Call, arg: ast.expr) -> tuple[ast.expr, ast.expr] | None:
         """``jax.tree.map(lambda x: pmean(x, "i"), tree)`` with the pmean dropped maps each leaf to
-        itself: the tree map goes whole (the call, and its tree in its place)."""
+        itself: the tree map goes whole (the call, and its tree in its place). So does a
+        comprehension over values written out, ``loss, grads = (pmean(x, "i") for x in (loss,
+        grads))``, where a tuple of them is the same (unpacked, or a list comprehension over a list)."""
+        comprehension = self._identity_comprehension(node, arg)
+        if comprehension is not None:
+            return comprehension
         fn = self.module.parent_of(node)
         if not (isinstance(fn, ast.Lambda) and fn.body is node and isinstance(arg, ast.Name)
                 and only_parameter(fn.args) == arg.id):
@@ -861,6 +866,23 @@ class Builder:
         if isinstance(call, ast.Call) and self.module.names.qualified_name(call.func) in TREE_MAPS \
                 and len(call.args) == 2 and call.args[0] is fn and not call.keywords:
             return call, call.args[1]
+        return None
+
+    def _identity_comprehension(self, node: ast.Call, arg: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+        comprehension = self.module.parent_of(node)
+        if not (isinstance(comprehension, (ast.GeneratorExp, ast.ListComp)) and comprehension.elt is node
+                and isinstance(arg, ast.Name) and len(comprehension.generators) == 1):
+            return None
+        loop = comprehension.generators[0]
+        items = loop.iter
+        if loop.ifs or loop.is_async or not _same_name(loop.target, arg) or not isinstance(items, (ast.Tuple, ast.List)) \
+                or any(isinstance(item, ast.Starred) for item in items.elts):
+            return None
+        statement = self.module.parent_of(comprehension)
+        unpacked = isinstance(statement, ast.Assign) and statement.value is comprehension \
+            and len(statement.targets) == 1 and isinstance(statement.targets[0], (ast.Tuple, ast.List))
+        if unpacked or isinstance(comprehension, ast.ListComp) and isinstance(items, ast.List):
+            return comprehension, items
         return None
 
     def _atom(self, arg: ast.expr, replaced: ast.AST) -> str:
@@ -1236,10 +1258,11 @@ _CELL_MARKER = re.compile(r"\s*#\s*(%%|In\[[\d ]*\]:|<codecell>)")
 
 
 def _same_names(target: ast.expr, value: ast.expr) -> bool:
-    """``target`` names what ``value`` names, in order: ``x`` and ``x``, ``(a, b)`` and ``(a, b)``."""
+    """``target`` names what ``value`` names, in order: ``x`` and ``x``, ``(a, b)`` and ``(a, b)`` or ``[a, b]``."""
     if isinstance(target, ast.Name) and isinstance(value, ast.Name):
         return target.id == value.id
-    return isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
+    sequences = (ast.Tuple, ast.List)  # (`loss, grads = [loss, grads]` assigns them to themselves too)
+    return isinstance(target, sequences) and isinstance(value, sequences) and len(target.elts) == len(value.elts) \
         and all(_same_names(t, v) for t, v in zip(target.elts, value.elts))
 
 
