@@ -48,6 +48,8 @@ SDISTS = (("clu", "0.0.12"), ("dalle-mini", "0.1.5"), ("diffusers", "0.13.0"), (
 GROUPS = (
     ("a step a function makes and never uses (it keeps pmap while the module's other steps move)",
      r"never used|never called"),
+    ("pmap or jit chosen at run time (a flag, the device count): the program's two modes",
+     r"one of two modes"),
     ("the step not proven to compute the same over the whole batch (per-device statistics, ratios of "
      "per-device sums, collectives with no global-view equivalent, functions whose body is not read)",
      r"has no global-view equivalent|not proven a per-shard|not the same per shard and globally|"

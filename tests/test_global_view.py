@@ -300,6 +300,14 @@ def test_pmeans_in_a_comprehension_over_values_written_out_go_with_it(pmeans, le
     assert "jax.value_and_grad(loss_fn)(params, inputs, targets)\n" + left + "    updates, opt_state" in fixed
 
 
+def test_a_step_pmapped_in_one_of_two_modes_is_said_to_be():
+    """pmap or jit chosen at run time (a flag, the device count): the finding names the choice."""
+    made = '    p_train_step = jax.pmap(functools.partial(train_step, optimizer, scale=0.5), axis_name="batch")\n'
+    text = _BOUND_BY_PARTIAL.replace(made, "    if jax.device_count() > 1:\n    " + made +
+                                     "    else:\n        p_train_step = jax.jit(functools.partial(train_step, optimizer))\n")
+    assert_blocks_at(text, "if jax.device_count() > 1:", "pmapped only where `jax.device_count() > 1` holds")
+
+
 def test_a_partial_binding_replicated_arrays_blocks():
     """jit's closure would hold the parameters without pmap's device axis."""
     made = '    p_train_step = jax.pmap(functools.partial(train_step, optimizer, scale=0.5), axis_name="batch")\n'

@@ -14,7 +14,7 @@ import json
 import re
 
 from jaxmigrate.core.edits import Edit
-from jaxmigrate.core.flow import child_of, enclosing_scope, reaching_assignment, reads_of
+from jaxmigrate.core.flow import ancestors, child_of, enclosing_scope, reaching_assignment, reads_of
 from jaxmigrate.core.module import is_main_guard, is_script
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._layout import has_own_brackets
@@ -489,6 +489,7 @@ class Builder:
             if len(func.decorator_list) != 1:
                 raise Blocked(app.line, f"`{func.name}` has other decorators besides pmap")
             name, binding = func.name, func
+            self._one_mode(func, func.name)
             made = returned_def(self.module, func)
             if made is not None:  # `def make_step(): @partial(jax.pmap, ...) def step(...): ...; return step`
                 factory, returned = made
@@ -514,6 +515,8 @@ class Builder:
                     "stored in an attribute or container" if isinstance(assign, ast.Assign) else "used as a value")
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
+            if isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name):
+                self._one_mode(assign, assign.targets[0].id)
             func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
                 else None
             if self.module.has_comment(call) and (made is not call or isinstance(fun, ast.Lambda)):
@@ -603,6 +606,25 @@ class Builder:
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
+
+    def _one_mode(self, statement: ast.stmt, name: str) -> None:
+        """A step made under an `if` whose name the same function binds to something else too
+        (`if use_pmap and n_devices > 1: step_fn = jax.pmap(...)` / `else: step_fn = jax.jit(...)`,
+        or a `def` decorated either way): the program runs in one of two modes chosen at run time,
+        which the analysis does not follow (the values it lays out are replicated in one mode
+        only). Said as such, rather than as whatever in the other mode blocks first."""
+        scope_node = enclosing_scope(self.module, statement)
+        branch = next((node for node in ancestors(self.module, statement)
+                       if node is scope_node or isinstance(node, ast.If) and not is_main_guard(node)), None)
+        if not isinstance(branch, ast.If):
+            return
+        scope = next((s for s in self.module.names.scopes if s.node is scope_node), None)
+        if scope is None or len(scope.bindings.get(name, ())) < 2:
+            return
+        raise Blocked(branch.lineno, f"`{name}` is pmapped only where `{self.module.segment(branch.test)}` holds "
+                      f"and bound otherwise too: the program runs in one of two modes chosen at run time, "
+                      "and the global view does not follow a mode (the mode without pmap may already be the "
+                      "program to keep, its inputs laid out with `NamedSharding`)")
 
     def _own_name(self, name: str, binding: ast.AST) -> str:
         """The name a step is known by: a second one of the same name bound in another function
