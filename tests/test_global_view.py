@@ -258,6 +258,14 @@ def test_a_mesh_name_bound_twice_is_not_used():
 _KEYWORDS = (FIXTURES / "keyword_arguments.in.py").read_text()
 
 
+def test_keyword_only_parameters_are_given_by_keyword_or_left_to_their_defaults():
+    only = _KEYWORDS.replace("def train_step(params, batch, learning_rate):",
+                             "def train_step(*, params, batch, learning_rate, decay=0.0):")
+    assert plan_global(only).possible, plan_global(only).blocker
+    missing = only.replace("p_train_step(batch=batch, params=params)", "p_train_step(params=params)")
+    assert_blocks_at(missing, "p_train_step(params=params)", "called with 1 arguments")
+
+
 @pytest.mark.parametrize(("call", "reason"), [
     ("p_train_step(params, batch=batch, learning_rate=0.2)", "called with `learning_rate=`"),  # bound by partial
     ("p_train_step(params, params=params)", "called with `params=`"),  # given twice

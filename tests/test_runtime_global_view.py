@@ -427,6 +427,16 @@ def test_a_closure_called_from_another_closure_matches_pmap(tmp_path, flax_pytho
     assert report.equal, render_text(report)
 
 
+def test_a_step_with_keyword_only_parameters_matches_pmap(tmp_path):
+    """`def train_step(*, params, batch, learning_rate)` (SwinV2's `eval_step(*, state, batch)`),
+    called by keyword: pmap maps what is passed by keyword over its first axis, jit takes it whole."""
+    old, new = migrated_variant(tmp_path, "global_keyword_arguments", "def train_step(params, batch, learning_rate):",
+                                "def train_step(*, params, batch, learning_rate):")
+    assert "jax.jit(functools.partial(train_step, learning_rate=0.1))" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
+
 def test_a_step_makers_call_given_straight_to_pmap_matches_pmap(tmp_path, flax_python):
     """`jax.pmap(make_train_step(optimizer), axis_name=...)`, the maker's call given to pmap with no
     name of its own: the def it makes is the step, as through `train_step = make_train_step(...)`."""

@@ -169,6 +169,7 @@ class Step:
     params: list[Kind] = field(default_factory=list)
     bound: tuple[str, ...] = ()  # names a `partial(...)` binds (host values: replicated)
     leading: int = 0  # how many of them it binds by position: the first parameters
+    keyword_only: tuple[str, ...] = ()  # its keyword-only parameters `partial` leaves: the last positions
     fun: ast.expr | None = None  # call form: the expression naming the function pmap maps
     factory: ast.FunctionDef | None = None  # the function that builds and returns it (``options.factory_of``)
     returned: ast.Name | None = None  # the factory's `return step` of a pmapped def
@@ -190,7 +191,7 @@ class Step:
     def arity(self) -> int:
         if self.opaque is not None:
             return self.opaque
-        return len([a for a in self.func.args.args if a.arg not in self.bound])
+        return len([a for a in self.func.args.args if a.arg not in self.bound]) + len(self.keyword_only)
 
 
 @dataclass
@@ -1668,6 +1669,7 @@ class DriverAnalyzer:
         rest = step.func.args.args[step.leading:]  # (those a `partial(f, value)` binds by position come first)
         names = [a.arg for a in rest if a.arg not in step.bound]
         after_bound = next((i for i, a in enumerate(rest) if a.arg in step.bound), len(names))
+        names += step.keyword_only
         if len(node.args) > after_bound:
             raise Blocked(node.lineno, f"`{step.name}` is given argument {after_bound + 1} by position, after a "
                           "parameter `partial(...)` binds by name")
@@ -1677,7 +1679,9 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{step.name}` is called with `{keyword.arg}=`, which is not one of "
                               "its parameters after the positional arguments")
             given.append((names.index(keyword.arg), keyword.value))
-        defaulted = {a.arg for a in step.func.args.args[len(step.func.args.args) - len(step.func.args.defaults):]}
+        arguments = step.func.args
+        defaulted = {a.arg for a in arguments.args[len(arguments.args) - len(arguments.defaults):]} | {
+            a.arg for a, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None}
         missing = set(range(len(step.params))) - {i for i, _ in given}
         if len(given) > len(step.params) or any(names[i] not in defaulted for i in missing):
             raise Blocked(node.lineno, f"`{step.name}` is called with {len(given)} arguments")

@@ -599,10 +599,14 @@ class Builder:
                 raise Blocked(app.line, "`static_broadcasted_argnums=` other than literal positions of the "
                               "step's parameters")
             in_axes = tuple(None if i in static else axis for i, axis in enumerate(in_axes))
+        # Keyword-only parameters come after the positional ones; pmap maps whatever is passed by
+        # keyword over its first axis, whatever `in_axes` says.
+        keyword_only = tuple(a.arg for a in func.args.kwonlyargs if a.arg not in bound)
+        in_axes += (0,) * len(keyword_only)
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), leading=leading,
-                                fun=fun, factory=factory, returned=returned, holder=holder, entry=entry, axis=axis)
+                                keyword_only=keyword_only, fun=fun, factory=factory, returned=returned, holder=holder, entry=entry, axis=axis)
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app

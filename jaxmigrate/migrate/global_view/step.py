@@ -128,15 +128,19 @@ class StepAnalyzer:
     # -- entry -----------------------------------------------------------------------------
 
     def analyse(self, func: ast.FunctionDef, params: list[Kind], bound: tuple[str, ...] = ()) -> StepAnalysis:
+        """``params``: the kinds of the step's parameters ``partial`` leaves, the positional ones
+        first, then the keyword-only ones (``Step.keyword_only``)."""
         args = func.args
-        if args.vararg or args.kwarg or args.posonlyargs or any(a.arg not in bound for a in args.kwonlyargs):
-            raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` takes *args, **kwargs or keyword-only "
-                          "arguments")
-        if len(params) + len([a for a in args.args if a.arg in bound]) != len(args.args):
+        if args.vararg or args.kwarg or args.posonlyargs:
+            raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` takes *args or **kwargs")
+        keyword_only = [a.arg for a in args.kwonlyargs if a.arg not in bound]
+        positional = len(params) - len(keyword_only)
+        if positional < 0 or positional + len([a for a in args.args if a.arg in bound]) != len(args.args):
             raise Blocked(func.lineno, f"`{getattr(func, 'name', 'lambda')}` is called with {len(params)} arguments, not "
-                          f"{len(args.args)}")
-        self.result.output = self._call_def(func, [*params, *(R for a in args.args if a.arg in bound)], None,
-                                            keywords={name: R for name in bound})
+                          f"{len(args.args) + len(keyword_only)}")
+        keywords = {name: R for name in bound} | dict(zip(keyword_only, params[positional:]))
+        self.result.output = self._call_def(func, [*params[:positional], *(R for a in args.args if a.arg in bound)],
+                                            None, keywords=keywords)
         return self.result
 
     # -- functions -------------------------------------------------------------------------
