@@ -98,7 +98,9 @@ class LegacyPmap(LegacyNameRule):
     nothing. The program is followed the way it is written: steps decorated, assigned, returned
     by a factory, held by an object (`self.p_step = jax.pmap(...)`) or in a dict
     (`steps["train"](...)`), passed by name to a function of the module that calls it
-    (`run_epoch(p_step, state, batches)`), wrapped in `jax.jit`, called
+    (`run_epoch(p_step, state, batches)`), wrapped in `jax.jit`, made by a maker the pmap calls
+    (`jax.pmap(make_step(optimizer))`), a `partial` binding leading parameters by position or any
+    by name, with keyword-only parameters, called
     at once or with keywords, or (no axis name) a function whose body is not known, such as
     `jax.pmap(opt_init)(params)`, when given replicated values only (it becomes
     `jax.jit(opt_init, out_shardings=NamedSharding(mesh, P()))`); the drivers `app.run(main)`
@@ -113,7 +115,8 @@ class LegacyPmap(LegacyNameRule):
     fields) and the Hugging Face examples' `TrainState.replicate` that keeps a dropout key per
     device; models applied with
     `.apply` / `.apply_fn` or called as `model(**batch, params=..., train=...)[0]`, with dropout
-    keys; `with` blocks in the step over values the same on every device (`jax.named_scope`);
+    keys; models written in `jax.numpy` alone (12 calls deep; joins, splits and axis moves along
+    feature axes, `einsum` with its subscripts written out); `with` blocks in the step over values the same on every device (`jax.named_scope`);
     functions nested in the driving code that read its values (closures, also called from another
     nested beside them); flax's `pad_shard_unpad(step, static_return=True)(...)`, whose padding is
     written out in a module helper (`pad_to_local_devices`); `static_broadcasted_argnums=`, which
