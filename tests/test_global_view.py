@@ -308,6 +308,30 @@ def test_pmeans_in_a_comprehension_over_values_written_out_go_with_it(pmeans, le
     assert "jax.value_and_grad(loss_fn)(params, inputs, targets)\n" + left + "    updates, opt_state" in fixed
 
 
+def test_a_script_driven_by_main_of_its_argparse_namespace_takes_the_global_view():
+    """`main(**vars(parser.parse_args()))`: a mapping of host values fills `main`'s parameters."""
+    text = _MADE.replace("def main():", "def main(epochs=2, seed=0):").replace(
+        "    for epoch in range(2):", "    for epoch in range(epochs):").replace(
+        'if __name__ == "__main__":\n    main()',
+        'if __name__ == "__main__":\n    import argparse\n\n    parser = argparse.ArgumentParser()\n'
+        '    parser.add_argument("--epochs", type=int, default=2)\n    main(**vars(parser.parse_args()))')
+    assert "main(**vars(parser.parse_args()))" in text and "range(epochs)" in text
+    assert plan_global(text).possible, plan_global(text).blocker
+    device_values = text.replace("main(**vars(parser.parse_args()))",
+                                 "main(**{'epochs': jax.device_put_replicated(1, jax.devices())})")
+    assert_blocks_at(device_values, "main(**{", "is called with starred arguments")
+
+
+def test_the_rank_of_a_per_example_value_is_the_same_in_both_views():
+    text = _BOUND_BY_PARTIAL.replace(
+        '    return jnp.mean((inputs @ params["w"] + params["b"] - targets) ** 2)\n',
+        '    outputs = inputs @ params["w"] + params["b"]\n    if len(outputs.shape) > 2 or outputs.ndim > 2:\n'
+        '        outputs = jnp.squeeze(outputs, axis=-1)\n    return jnp.mean((outputs - targets) ** 2)\n')
+    assert plan_global(text).possible, plan_global(text).blocker
+    rows = text.replace("outputs.ndim > 2", "outputs.shape[0] > 2")  # the device's row count: not so
+    assert not plan_global(rows).possible
+
+
 def test_a_step_pmapped_in_one_of_two_modes_is_said_to_be():
     """pmap or jit chosen at run time (a flag, the device count): the finding names the choice."""
     made = '    p_train_step = jax.pmap(functools.partial(train_step, optimizer, scale=0.5), axis_name="batch")\n'

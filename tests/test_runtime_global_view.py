@@ -427,6 +427,19 @@ def test_a_closure_called_from_another_closure_matches_pmap(tmp_path, flax_pytho
     assert report.equal, render_text(report)
 
 
+def test_a_loss_branching_on_the_rank_of_its_outputs_matches_pmap(tmp_path, flax_python):
+    """`if len(outputs.shape) > 2 or outputs.ndim > 2:` (a galaxy-halo GNN's loss): the rank is the
+    same on each device's slice and globally, a test the same in both views."""
+    old, new = migrated_variant(
+        tmp_path, "global_optimizer_bound_by_partial",
+        '    return jnp.mean((inputs @ params["w"] + params["b"] - targets) ** 2)\n',
+        '    outputs = inputs @ params["w"] + params["b"]\n    if len(outputs.shape) > 2 or outputs.ndim > 2:\n'
+        '        outputs = jnp.squeeze(outputs, axis=-1)\n    return jnp.mean((outputs - targets) ** 2)\n')
+    assert "outputs.ndim > 2" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)
+
+
 def test_a_step_with_keyword_only_parameters_matches_pmap(tmp_path):
     """`def train_step(*, params, batch, learning_rate)` (SwinV2's `eval_step(*, state, batch)`),
     called by keyword: pmap maps what is passed by keyword over its first axis, jit takes it whole."""

@@ -594,9 +594,11 @@ class DriverAnalyzer:
         arguments' kinds; the kind of what it returns. ``bound_self``: a method called on ``self``,
         whose first parameter is that object (its attributes are read as ``objects`` says)."""
         role = "which drives the pmapped step" if id(func) in self.wrappers else "given pmap's device axis"
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        keywords = [k for k in node.keywords if k.arg is not None]
+        mapping = [k.value for k in node.keywords if k.arg is None]  # `main(**vars(args))`
+        if any(isinstance(a, ast.Starred) for a in node.args) or mapping and not self._host_mapping(mapping, env):
             raise Blocked(node.lineno, f"`{func.name}` ({role}) is called with starred arguments")
-        given = self._parameters(func, node, bound_self)
+        given = self._parameters(func, node, bound_self, filled=bool(mapping))
         if given is None:
             raise Blocked(node.lineno, f"`{func.name}` ({role}) takes *args, **kwargs, "
                           "keyword-only arguments or defaults this call does not match")
@@ -607,7 +609,7 @@ class DriverAnalyzer:
         inner = {name: env[name] for name in self._free_names(func) if name in env} if closure else {}
         inner.update({a.arg: HOST for a in [*func.args.args, *func.args.kwonlyargs]})
         kinds = [self._argument(arg, env) for arg in node.args] if kinds is None else kinds
-        for name, kind in zip(given, kinds + [self._argument(k.value, env) for k in node.keywords]):
+        for name, kind in zip(given, kinds + [self._argument(k.value, env) for k in keywords]):
             inner[name] = kind
             if isinstance(kind, StepRef):
                 step, line = self._step_parameters.setdefault((id(func), name), (kind.name, node.lineno))
@@ -649,11 +651,18 @@ class DriverAnalyzer:
             kind = _hjoin(kind, returned)
         return kind
 
+    def _host_mapping(self, mapping: list[ast.expr], env: dict) -> bool:
+        """``**vars(args)`` / ``**config``: mappings of host values only (what a script's argparse
+        namespace holds), which fill the parameters the call does not name with host values."""
+        return all(leaf == HOST for value in mapping for leaf in _hleaves(self.expr(value, env)))
+
     @staticmethod
-    def _parameters(func: ast.FunctionDef, node: ast.Call, bound_self: bool) -> dict[str, ast.expr] | None:
+    def _parameters(func: ast.FunctionDef, node: ast.Call, bound_self: bool,
+                    filled: bool = False) -> dict[str, ast.expr] | None:
         """The parameter each argument of ``node`` binds, positional ones first (in order), then
         keywords; None where the call does not match the signature: a parameter given twice or
-        not at all without a default, or ``*args`` / ``**kwargs`` to be filled."""
+        not at all without a default, or ``*args`` / ``**kwargs`` to be filled. ``filled``: a
+        ``**mapping`` of host values gives the others (any missing would raise in both views)."""
         args = func.args
         if args.vararg or args.kwarg or args.posonlyargs:
             return None
@@ -662,12 +671,15 @@ class DriverAnalyzer:
             return None
         given = dict(zip(positional, node.args))
         for keyword in node.keywords:
+            if keyword.arg is None:
+                continue
             if keyword.arg in given or keyword.arg not in positional + [a.arg for a in args.kwonlyargs]:
                 return None
             given[keyword.arg] = keyword.value
         defaulted = set(positional[len(positional) - len(args.defaults):]) | {
             a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
-        if any(name not in given and name not in defaulted for name in positional + [a.arg for a in args.kwonlyargs]):
+        if not filled and any(name not in given and name not in defaulted
+                              for name in positional + [a.arg for a in args.kwonlyargs]):
             return None
         return given
 

@@ -352,6 +352,11 @@ class StepAnalyzer:
         if isinstance(node, ast.Compare):
             return self.elementwise([self.expr(node.left, frame), *(self.expr(c, frame) for c in node.comparators)],
                                     node)
+        if isinstance(node, ast.BoolOp):  # `len(x.shape) > 2 or x.ndim > 2`: Python's, on host values
+            kinds = [flat(self.expr(value, frame), node.lineno) for value in node.values]
+            unknown = next((kind for kind in kinds if isinstance(kind, U)), None)
+            return unknown or (R if all(kind == R for kind in kinds) else
+                               U(f"`{type(node.op).__name__.lower()}` of per-device values", node.lineno))
         if isinstance(node, ast.IfExp):
             if flat(self.expr(node.test, frame)) != R:
                 raise Blocked(node.lineno, "a conditional expression on a per-device value")
@@ -465,7 +470,9 @@ class StepAnalyzer:
         if isinstance(raw, Outputs):
             return S  # `outputs.logits`
         base = flat(raw, node.lineno)
-        if base == S and node.attr in ("shape", "size", "T", "ndim_", "mT"):
+        if base == S and node.attr == "ndim":
+            return R  # (the rank: the device's slice has the global array's)
+        if base == S and node.attr in ("shape", "size", "T", "mT"):
             return U(f"`.{node.attr}` of a per-device slice of the batch is not its global `.{node.attr}`",
                      node.lineno)
         return base
@@ -554,6 +561,9 @@ class StepAnalyzer:
         if builtin == "zip":
             node._zip = True  # type: ignore[attr-defined]
             return Seq(tuple(flat(self.expr(a, frame), node.lineno) for a in node.args))
+        if builtin == "len" and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Attribute) \
+                and node.args[0].attr == "shape" and flat(self.expr(node.args[0].value, frame)) in (R, S):
+            return R  # `len(x.shape)`: the rank, the same on each device's slice and globally
         if builtin == "len" and len(node.args) == 1 and not node.keywords \
                 and flat(self.expr(node.args[0], frame)) == S:
             return ROWS
