@@ -34,6 +34,7 @@ from jaxmigrate.migrate.global_view.helpers import (
     Preparer,
     arguments,
     batch_preparer,
+    defaulted,
     only_parameter,
 )
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value, stored_pad_wrapper
@@ -676,9 +677,8 @@ class DriverAnalyzer:
             if keyword.arg in given or keyword.arg not in positional + [a.arg for a in args.kwonlyargs]:
                 return None
             given[keyword.arg] = keyword.value
-        defaulted = set(positional[len(positional) - len(args.defaults):]) | {
-            a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
-        if not filled and any(name not in given and name not in defaulted
+        with_defaults = defaulted(args)
+        if not filled and any(name not in given and name not in with_defaults
                               for name in positional + [a.arg for a in args.kwonlyargs]):
             return None
         return given
@@ -1691,11 +1691,9 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{step.name}` is called with `{keyword.arg}=`, which is not one of "
                               "its parameters after the positional arguments")
             given.append((names.index(keyword.arg), keyword.value))
-        arguments = step.func.args
-        defaulted = {a.arg for a in arguments.args[len(arguments.args) - len(arguments.defaults):]} | {
-            a.arg for a, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None}
+        with_defaults = defaulted(step.func.args)
         missing = set(range(len(step.params))) - {i for i, _ in given}
-        if len(given) > len(step.params) or any(names[i] not in defaulted for i in missing):
+        if len(given) > len(step.params) or any(names[i] not in with_defaults for i in missing):
             raise Blocked(node.lineno, f"`{step.name}` is called with {len(given)} arguments")
         for i in missing:  # its default, a Python value: the same on every device, and to jit
             step.params[i] = _join_kind(step.params[i], R)

@@ -426,6 +426,12 @@ def _staged(body: list[ast.stmt], param: str) -> ast.Assign | None:
     return staged[0] if len(reads) == 2 else None  # (its target and the return's read)
 
 
+def defaulted(args: ast.arguments) -> set[str]:
+    """The names of a function's parameters that have defaults, positional and keyword-only."""
+    return {a.arg for a in args.args[len(args.args) - len(args.defaults):]} | {
+        a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
+
+
 def _plain_parameters(args: ast.arguments) -> list[str] | None:
     """The names of a function's positional parameters, when it takes nothing else and no defaults."""
     if args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs or args.defaults:

@@ -606,7 +606,8 @@ class Builder:
         if name in self.steps:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), leading=leading,
-                                keyword_only=keyword_only, fun=fun, factory=factory, returned=returned, holder=holder, entry=entry, axis=axis)
+                                keyword_only=keyword_only, fun=fun, factory=factory, returned=returned,
+                                holder=holder, entry=entry, axis=axis)
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app

@@ -66,6 +66,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     off_the_batch_axis,
 )
 from jaxmigrate.migrate._plan import literal_int
+from jaxmigrate.migrate.global_view.helpers import defaulted
 from jaxmigrate.migrate.global_view.layout_ops import is_layout_op, layout_op, method_layout
 from jaxmigrate.migrate.global_view.shapes import is_zero
 from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
@@ -157,9 +158,8 @@ class StepAnalyzer:
         args = func.args
         names = [a.arg for a in args.args if a.arg not in keywords]
         # (a default is a value of the function's own module: the same on every device)
-        defaulted = {a.arg for a in args.args[len(args.args) - len(args.defaults):]} | {
-            a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
-        if args.vararg or args.kwarg or any(a.arg not in keywords and a.arg not in defaulted for a in args.kwonlyargs):
+        with_defaults = defaulted(args)
+        if args.vararg or args.kwarg or any(a.arg not in keywords and a.arg not in with_defaults for a in args.kwonlyargs):
             raise Blocked(func.lineno, "a function with *args / **kwargs / keyword-only arguments is called "
                           "with per-device values")
         for a in args.kwonlyargs:
@@ -167,7 +167,7 @@ class StepAnalyzer:
         for i, name in enumerate(names):
             if i < len(params):
                 frame.env[name] = params[i]
-            elif name in defaulted:
+            elif name in with_defaults:
                 frame.env[name] = R
             else:
                 raise Blocked(func.lineno, f"a call of the function at line {func.lineno} has too few arguments")
@@ -922,10 +922,8 @@ class StepAnalyzer:
         if qualified == "jax.numpy.reshape" and first == S and len(node.args) >= 2 and not node.keywords:
             return self._reshaped_rows(node, node.args[1:], frame)  # `jnp.reshape(logits, (-1, C))`
         if is_layout_op(qualified) and not all(flat(a) == R for a in args):
-            extra = args[len(node.args):]  # (keyword arguments but the axis)
-            unknown = next((kind for kind in map(flat, extra) if kind != R), None)
-            if unknown is not None:
-                return unknown if isinstance(unknown, U) else U(f"`{short}` given per-device options", node.lineno)
+            if any(flat(kind) != R for kind in args[len(node.args):]):  # (keyword arguments but the axis)
+                return U(f"`{short}` given per-device options", node.lineno)
             return layout_op(node, qualified, args[:len(node.args)])
         if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
                 and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
