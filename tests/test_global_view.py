@@ -333,11 +333,75 @@ def test_the_rank_of_a_per_example_value_is_the_same_in_both_views():
 
 
 def test_a_step_pmapped_in_one_of_two_modes_is_said_to_be():
-    """pmap or jit chosen at run time (a flag, the device count): the finding names the choice."""
+    """pmap or jit chosen at run time (a flag, the device count): read in its pmap mode, the
+    program replicates its parameters in both modes, which the rewrite would change."""
     made = '    p_train_step = jax.pmap(functools.partial(train_step, optimizer, scale=0.5), axis_name="batch")\n'
     text = _BOUND_BY_PARTIAL.replace(made, "    if jax.device_count() > 1:\n    " + made +
                                      "    else:\n        p_train_step = jax.jit(functools.partial(train_step, optimizer))\n")
-    assert_blocks_at(text, "if jax.device_count() > 1:", "pmapped only where `jax.device_count() > 1` holds")
+    assert_blocks_at(text, "jax.device_put_replicated(params",
+                     "in the program's pmap mode (where `jax.device_count() > 1` holds): "
+                     "`jax.device_put_replicated(params, jax.local_devices())` runs in both modes")
+
+
+_TWO_MODES = (FIXTURES / "pmap_or_jit_by_flag.in.py").read_text()
+_TRAIN_IN_ONE_MODE = """\
+            params, loss = train_step_pmap(params, x, y)
+            losses.append(float(loss[0]))
+        else:
+            params, loss = train_step(params, x, y)
+            losses.append(float(loss))
+"""
+
+
+def test_a_replicate_both_modes_run_blocks_the_pmap_mode():
+    """Parameters replicated outside `if use_pmap:`: the mode without pmap takes them so too, and
+    the rewrite would change what it runs."""
+    assert_variant_blocks(_TWO_MODES, "    if use_pmap:\n        params = jax.device_put_replicated(params, jax.local_devices())\n",
+                          "    params = jax.device_put_replicated(params, jax.local_devices())\n    if use_pmap:\n",
+                          "params = jax.device_put_replicated(", "runs in both modes of the program")
+
+
+def test_the_pmapped_step_called_in_both_modes_blocks_the_pmap_mode():
+    """`train_step_pmap` called where both modes run, with no other function of that name for the
+    mode without pmap: that mode would call jit's step with its own values."""
+    assert_variant_blocks(_TWO_MODES, _TRAIN_IN_ONE_MODE,
+                          "        params, loss = train_step_pmap(params, x, y)\n"
+                          "        losses.append(float(jnp.mean(loss)))\n",
+                          "        params, loss = train_step_pmap(params, x, y)", "called here in both modes")
+
+
+@pytest.mark.parametrize("old, new, test", [
+    ("    losses = []\n", "    losses = []\n    use_pmap = use_pmap and steps > 0\n", "if use_pmap:"),  # bound twice
+    ("if use_pmap:", "if jax.process_index() == 0:", None),  # not the same value on every process
+    ("if use_pmap:", "if config['multi']:", None),  # an entry the program assigns
+])
+def test_a_flag_that_may_change_is_no_mode(old, new, test):
+    """A test read as a mode must be the same value at each of its reads."""
+    text = _TWO_MODES.replace(old, new)
+    if "config[" in new:
+        text = text.replace("def main(steps=3, use_pmap=True):\n",
+                            "def main(steps=3, use_pmap=True):\n    config = {'multi': use_pmap}\n"
+                            "    config['multi'] = use_pmap\n")
+    assert_blocks_at(text, test or new, "pmapped only where")
+
+
+def test_an_axis_another_transform_binds_blocks_the_pmap_mode():
+    """`jax.vmap(..., axis_name="batch")` may run the step's collectives in the other mode."""
+    assert_variant_blocks(_TWO_MODES, "def predict(params, x):\n",
+                          'batched_loss = jax.vmap(loss_fn, in_axes=(None, 0, 0), axis_name="batch")\n\n\n'
+                          "def predict(params, x):\n", "batched_loss = jax.vmap", "binds an axis too")
+
+
+def test_a_branch_left_empty_keeps_its_else_under_the_negated_test():
+    """`if use_pmap: <reshape back, gone> else: predictions = np.asarray(predictions)`."""
+    text = _TWO_MODES.replace(
+        "        predictions = predictions.reshape((-1,) + predictions.shape[2:])\n",
+        "        predictions = predictions.reshape((-1,) + predictions.shape[2:])\n"
+        "    else:\n        predictions = np.asarray(predictions)\n")
+    fixed = fix(text, {(1, 1)})
+    assert "    predictions = predict_fn(params, test_x)\n    if not use_pmap:\n" \
+        "        predictions = np.asarray(predictions)\n" in fixed, fixed
+    assert fix(fixed, {(1, 1)}) == fixed
 
 
 def test_a_partial_binding_replicated_arrays_blocks():

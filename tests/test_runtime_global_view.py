@@ -42,7 +42,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "batch_stats_synced_before_eval", "step_made_by_a_function", "token_rows_merged_in_the_loss",
     "step_bound_again_before_use", "per_example_model_vmapped", "embedding_rows_summed",
     "comments_in_the_pmap_call", "batches_split_by_einops", "batch_split_with_its_sizes_written",
-    "optimizer_bound_by_partial", "attention_written_in_jax_numpy",
+    "optimizer_bound_by_partial", "attention_written_in_jax_numpy", "pmap_or_jit_by_flag",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -50,7 +50,7 @@ OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / 
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
           "global_named_scope_in_step", "global_static_arguments", "global_local_axis_name",
-          "global_mean_written_out"}
+          "global_mean_written_out", "global_pmap_or_jit_by_flag"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
@@ -96,7 +96,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_per_example_model_vmapped": "['params']",
           "global_embedding_rows_summed": "['grads']", "global_comments_in_the_pmap_call": "['params']",
           "global_batches_split_by_einops": "['params']", "global_batch_split_with_its_sizes_written": "['params']",
-          "global_optimizer_bound_by_partial": "['params']", "global_attention_written_in_jax_numpy": "['params']"}
+          "global_optimizer_bound_by_partial": "['params']", "global_attention_written_in_jax_numpy": "['params']",
+          "global_pmap_or_jit_by_flag": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -597,4 +598,14 @@ def test_the_function_form_of_a_device_count_reshape_matches_pmap(tmp_path, lega
                                 "jnp.reshape(x, (jax.local_device_count(), -1) + x.shape[1:])")
     assert "reshape(x" not in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
+    assert report.equal, render_text(report)
+
+def test_the_mode_without_pmap_of_a_program_of_two_modes_runs_as_before(tmp_path):
+    """`main(use_pmap=False)` of the program that runs pmap or jit as its flag says: the migrated
+    program's mode without pmap is the original's code (beside a mesh it builds and never reads),
+    and gives the original's results."""
+    old, new = migrated_variant(tmp_path, "global_pmap_or_jit_by_flag", "use_pmap=True", "use_pmap=False")
+    assert "        params, loss = train_step(params, x, y)\n            losses.append(float(loss))\n" \
+        in new.read_text()
+    report = verify(old, new, ["main"], devices=8, timeout=240)
     assert report.equal, render_text(report)

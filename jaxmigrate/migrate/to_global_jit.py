@@ -47,6 +47,7 @@ message says so, from ``GlobalView.notes``).
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -54,6 +55,7 @@ from jaxmigrate.core.module import ParsedModule, as_module
 from jaxmigrate.migrate._plan import Plan, Unprovable, apply
 from jaxmigrate.migrate._pmap_sites import Application, planner_of
 from jaxmigrate.migrate.global_view.kinds import Blocked
+from jaxmigrate.migrate.global_view.modes import candidate_modes
 from jaxmigrate.migrate.global_view.render import Builder
 
 
@@ -95,8 +97,7 @@ def _plan_global(module: ParsedModule) -> GlobalView:
         view.reason = "no pmap in this module"
         return view
     try:
-        builder = Builder(module, apps)
-        view.plan = builder.build()
+        builder, view.plan = _built(module, apps)
         view.notes = tuple(sorted(builder.notes))
         view.unused = builder.unused
     except Blocked as blocked:
@@ -107,6 +108,38 @@ def _plan_global(module: ParsedModule) -> GlobalView:
         view.reason = (f"the global-view analysis failed on this module ({type(error).__name__}: {error}); "
                        "please report it")
     return view
+
+
+def _built(module: ParsedModule, apps: list[Application]) -> tuple[Builder, Plan]:
+    """The builder and its plan: the module read as it is or, where that is blocked and the
+    program runs pmap in one of two modes chosen at run time (``modes``), read in its pmap mode.
+    Blocked in that mode too, the mode's reason is the one given (the other is its two modes)."""
+    builder = Builder(module, apps)
+    try:
+        return builder, builder.build()
+    except Blocked as blocked:
+        modes = candidate_modes(module, [_binding_and_names(module, app) for app in apps])
+        if not modes:
+            raise
+        reason = blocked
+    for mode in modes:
+        builder = Builder(module, apps, mode)
+        try:
+            return builder, builder.build()
+        except Blocked as blocked:
+            reason = Blocked(blocked.line, f"in the program's pmap mode ({mode.described()}): {blocked.message}",
+                             blocked.argument)
+    raise reason
+
+
+def _binding_and_names(module: ParsedModule, app: Application) -> tuple[ast.AST, set[str]]:
+    """Where ``app`` binds its step, and the names the step is called by there."""
+    if app.kind == "decorator" and isinstance(app.mapped, ast.FunctionDef):
+        return app.mapped, {app.mapped.name}
+    statement = module.parent_of(app.node) if app.node is not None else None
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement, {statement.targets[0].id}
+    return app.node if app.node is not None else app.ref, set()
 
 
 def fix(text: str, sites: Collection[tuple[int, int]]) -> str:

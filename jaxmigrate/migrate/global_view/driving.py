@@ -38,6 +38,7 @@ from jaxmigrate.migrate.global_view.helpers import (
     only_parameter,
 )
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, made_by, step_used_as_value, stored_pad_wrapper
+from jaxmigrate.migrate.global_view.modes import Mode
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
     class_level_names,
@@ -135,6 +136,7 @@ def _carries(kind) -> bool:
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
+DEVICE_PUT_SHARDED = "jax.device_put_sharded"
 SHARD = frozenset({"flax.training.common_utils.shard"})
 UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
@@ -198,7 +200,8 @@ class Step:
 @dataclass
 class DriverEdit:
     node: ast.AST
-    # replicate | shard | index | unshard | local | key | metrics | opaque | source | place | pad | pad_call
+    # replicate | shard | index | unshard | local | key | metrics | opaque | source | place | pad | pad_call |
+    # unwrap | transfer
     action: str
     inner: ast.expr  # the expression that is kept
     helper: Helper | None = None  # the program's own function this call of it stands for
@@ -268,8 +271,9 @@ def _hleaves(kind) -> list:
 class DriverAnalyzer:
     """Reads every scope that calls a step; collects argument kinds and the call-site edits."""
 
-    def __init__(self, module, steps: dict[str, Step]) -> None:
+    def __init__(self, module, steps: dict[str, Step], mode: Mode | None = None) -> None:
         self.module = module
+        self.mode = mode  # the pmap mode of a program with two (``modes``): its branches alone are read
         self.names = module.names
         self.steps = steps
         self.edits: dict[int, DriverEdit] = {}
@@ -729,8 +733,8 @@ class DriverAnalyzer:
                 continue
             if self._in_closure(node, scope):
                 continue  # read at each of that function's calls, with this scope's values
-            if any(self.scope_of(_binding_node(b)) is scope for b in self.names.bindings(node)
-                   if _binding_node(b) is not None):
+            if any(self.scope_of(binding_node(b)) is scope for b in self.names.bindings(node)
+                   if binding_node(b) is not None):
                 raise Blocked(node.lineno, f"`{node.id}` (with pmap's device axis) is read in another function "
                               "or a lambda, which this fix does not follow")
 
@@ -931,6 +935,10 @@ class DriverAnalyzer:
                 entry = env
             return self._block(node.orelse, env)
         if isinstance(node, ast.If):
+            held = self.mode.branch(node.test) if self.mode is not None else None
+            if held is not None:  # the pmap mode runs this branch alone
+                self._host(node.test, env)
+                return self._block(node.body if held else node.orelse, env)
             self._tested(node.test, env)
             return self._merge(self._block(node.body, dict(env)), self._block(node.orelse, dict(env)))
         if isinstance(node, ast.With):
@@ -964,8 +972,8 @@ class DriverAnalyzer:
         outer = self.scope_of(node) if not isinstance(node, ast.Lambda) else None
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and _carries(env.get(sub.id)) and sub is not node:
-                if outer is not None and not any(self.scope_of(_binding_node(b)) is outer
-                                                 for b in self.names.bindings(sub) if _binding_node(b) is not None):
+                if outer is not None and not any(self.scope_of(binding_node(b)) is outer
+                                                 for b in self.names.bindings(sub) if binding_node(b) is not None):
                     continue  # the nested function's own name (a parameter), not the outer value
                 raise Blocked(sub.lineno, f"`{sub.id}` (with pmap's device axis) is used inside {where}, which "
                               "this fix does not follow")
@@ -1100,10 +1108,7 @@ class DriverAnalyzer:
         return bool(values) and all(self._number(value, seen | {node.id}) for value in values)
 
     def _short(self, node: ast.AST) -> str:
-        segment = self.module.segment(node)
-        text = " ".join(segment.split())  # a call laid out over lines, on one
-        text = text.replace("( ", "(").replace(", )", ")") if "\n" in segment else text
-        return text if len(text) <= 60 else text[:57] + "..."
+        return short(self.module, node)
 
     def expr(self, node: ast.expr, env: dict):
         if isinstance(node, ast.Name):
@@ -1172,6 +1177,10 @@ class DriverAnalyzer:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
                 and self.expr(node.operand, env) == OWN_MEAN:
             return OWN_MEAN
+        held = self.mode.branch(node.test) if self.mode is not None and isinstance(node, ast.IfExp) else None
+        if held is not None:  # `x[0] if args.pmap else x`: the branch the pmap mode runs
+            self._host(node.test, env)
+            return self.expr(node.body if held else node.orelse, env)
         if isinstance(node, ast.Yield) and self._inline and self.scope_of(node) is self._inline[-1][0]:
             self._inline[-1][1].append(HOST if node.value is None else self.expr(node.value, env))
             return HOST  # what `send` gives back: nothing of the device axis
@@ -1358,6 +1367,16 @@ class DriverAnalyzer:
             self._host(node.args[0], env)
             self._edit(node, "replicate", node.args[0])
             return DREP
+        if qualified == DEVICE_PUT_SHARDED and len(node.args) == 2 and not node.keywords \
+                and self.shapes.is_replication_target(node.args[1]):
+            rows = _listed(node.args[0], self.names)
+            if rows is not None and self.expr(rows, env) in (DSHARD, SOURCED):
+                # `device_put_sharded(list(x), devices)` of a split already made (flax's
+                # `prefetch_to_device` does so): slice i onto device i, where the split's layout
+                # puts it too; the transfer goes.
+                self._host(node.args[1], env)
+                self._edit(node, "transfer", rows)
+                return self.expr(rows, env)
         if qualified in TREE_MAPS and len(node.args) == 2 and not node.keywords \
                 and isinstance(node.args[0], (ast.Lambda, ast.Name)):
             # (a leaf function bound to a name, `replicate_array = lambda x: np.broadcast_to(...)`,
@@ -1874,7 +1893,23 @@ def _copied_name(node: ast.Call) -> ast.Name | None:
     return first if isinstance(first, ast.Name) else None
 
 
-def _binding_node(binding) -> ast.AST | None:
+def _listed(node: ast.expr, names) -> ast.expr | None:
+    """``x`` of ``list(x)``: the slices along its first axis."""
+    if isinstance(node, ast.Call) and names.builtin(node.func) == "list" and len(node.args) == 1 \
+            and not node.keywords and not isinstance(node.args[0], ast.Starred):
+        return node.args[0]
+    return None
+
+
+def short(module, node: ast.AST) -> str:
+    """``node``'s code on one line, cut at 60 characters, for a message."""
+    segment = module.segment(node)
+    text = " ".join(segment.split())  # a call laid out over lines, on one
+    text = text.replace("( ", "(").replace(", )", ")") if "\n" in segment else text
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def binding_node(binding) -> ast.AST | None:
     return getattr(binding, "value", None) or getattr(binding, "node", None)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from dataclasses import replace
 
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import ancestors, child_of, enclosing_scope, reaching_assignment, reads_of
@@ -25,9 +26,11 @@ from jaxmigrate.migrate.global_view.einops_patterns import quoted_like
 from jaxmigrate.migrate.global_view.driving import (
     DriverAnalyzer,
     Step,
+    binding_node,
     call_given,
     literal,
     literal_positions,
+    short,
 )
 from jaxmigrate.migrate.global_view.helpers import Helper, only_parameter
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
@@ -41,12 +44,16 @@ from jaxmigrate.migrate.global_view.options import (
     read_options,
     returned_def,
 )
+from jaxmigrate.migrate.global_view.modes import Mode, runs_only_in, runs_only_outside
 from jaxmigrate.migrate.global_view.objects import method_of, self_attribute
 from jaxmigrate.migrate.global_view.one_mesh import MeshPassing, pass_one_mesh
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes
 from jaxmigrate.migrate.global_view.step import CollectiveEdit, StepAnalyzer
 from jaxmigrate.names import ImportBinding, ValueBinding
 
+# Transforms that bind an axis name a collective may read, besides pmap.
+_AXIS_BINDERS = frozenset({"jax.vmap", "jax.shard_map", "jax.experimental.shard_map.shard_map",
+                           "jax.experimental.maps.xmap"})
 _OPTIONS = frozenset({"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums"})
 # pmap's options that `jax.jit` takes too, by the name jit gives them.
 _JIT_OPTIONS = {"static_broadcasted_argnums": "static_argnums", "donate_argnums": "donate_argnums"}
@@ -58,9 +65,10 @@ _HOST_READS = frozenset({"jax.device_get", "numpy.asarray", "numpy.array", "buil
 
 
 class Builder:
-    def __init__(self, module, apps: list[Application]) -> None:
+    def __init__(self, module, apps: list[Application], mode: Mode | None = None) -> None:
         self.module = module
         self.apps = apps
+        self.mode = mode  # the pmap mode of a program that runs in one of two (``modes``)
         self.plan = Plan()
         self.namer = Namer(module, self.plan)
         self.axis: str | None = None
@@ -72,6 +80,7 @@ class Builder:
         self.notes: set[str] = set()
         self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
         self._dropped: set[int] = set()  # statements the rewrite deletes whole (a kept pad wrapper)
+        self._deleted: set[int] = set()  # every statement whose lines the rewrite deletes
         self.unused: dict[int, str] = {}  # the line of a pmap left as it is (``_leave_unused``) -> why
         self._helpers_going: list[Helper] | None = None  # (``_unused_helpers``, found once the edits are known)
 
@@ -82,7 +91,7 @@ class Builder:
             self._step(app)
         self._leave_unused()
         self._no_other_uses()
-        drivers = DriverAnalyzer(self.module, self.steps)
+        drivers = DriverAnalyzer(self.module, self.steps, self.mode)
         # A factory's locals are host values: its callers pass only those (driving code's `_host`).
         factories = frozenset(id(step.factory) for step in self.steps.values() if step.factory is not None)
         analyses = {}
@@ -127,6 +136,8 @@ class Builder:
         else:
             raise Blocked(1, "the kinds of the step's values do not settle")
         self._passed_steps_read(drivers)
+        if self.mode is not None:
+            self._other_mode_untouched(drivers)
         if drivers.averaged:
             self.notes.add(f"the host's averages of per-shard means the steps return one per device "
                            f"({_lines(drivers.averaged)}) stay: they are the global mean the steps now compute, as "
@@ -181,6 +192,7 @@ class Builder:
         rewritten = [self.module.span(app.node) for app in self.app_of.values() if app.node is not None]
         self._drop_unused_locals([span for e in drivers.edits.values() for span in self._replaced_spans(e)] + removed,
                                  removed, rewritten + [self.module.span(e.node) for e in edits.values()])
+        self._drop_emptied_blocks()
         self._close_blank_gaps()
         return self.plan
 
@@ -612,12 +624,47 @@ class Builder:
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
 
+    def _other_mode_untouched(self, drivers: DriverAnalyzer) -> None:
+        """In a program of two modes, the rewrite touches only code the pmap mode alone runs: each
+        edit of the driving code is in a branch of that mode; each call of a step is there too, or
+        calls a name the other mode binds to its own function (``step_fn`` pmapped in one branch and
+        jitted in the other); and no transform but pmap binds the axis the step's collectives name
+        (so the collectives the step loses are ones the other mode never runs: outside pmap they
+        would raise)."""
+        mode, module = self.mode, self.module
+        for edit in drivers.edits.values():
+            if not runs_only_in(module, edit.node, mode):
+                raise Blocked(edit.node.lineno, f"`{short(module, edit.node)}` runs in both modes of the program: "
+                              "its rewrite would change the mode without pmap too")
+        for call in drivers.step_calls:
+            if runs_only_in(module, call, mode):
+                continue
+            bindings = module.names.bindings(call.func) if isinstance(call.func, ast.Name) else []
+            own = [b for b in bindings if binding_node(b) is not None and runs_only_in(module, binding_node(b), mode)]
+            if not (own and all(b in own or runs_only_outside(module, binding_node(b), mode) for b in bindings)):
+                raise Blocked(call.lineno, "the step is called here in both modes of the program, and the mode "
+                              "without pmap calls it with values laid out its own way")
+        for node in module.of_type(ast.Call):
+            qualified = module.names.qualified_name(node.func)
+            if qualified in _AXIS_BINDERS and (qualified != "jax.vmap" or any(k.arg == "axis_name"
+                                                                                for k in node.keywords)):
+                raise Blocked(node.lineno, f"`{qualified}` binds an axis too: the step's collectives may run in the "
+                              "program's other mode, which the global view does not rewrite")
+
     def _one_mode(self, statement: ast.stmt, name: str) -> None:
         """A step made under an `if` whose name the same function binds to something else too
         (`if use_pmap and n_devices > 1: step_fn = jax.pmap(...)` / `else: step_fn = jax.jit(...)`,
         or a `def` decorated either way): the program runs in one of two modes chosen at run time,
         which the analysis does not follow (the values it lays out are replicated in one mode
         only). Said as such, rather than as whatever in the other mode blocks first."""
+        if self.mode is not None and runs_only_in(self.module, statement, self.mode):
+            scope = next((s for s in self.module.names.scopes if s.node is enclosing_scope(self.module, statement)),
+                         None)
+            others = [b for b in (scope.bindings.get(name, ()) if scope else ())
+                      if binding_node(b) is not None and binding_node(b) is not statement
+                      and binding_node(b) is not getattr(statement, "value", None)]
+            if all(runs_only_outside(self.module, binding_node(b), self.mode) for b in others):
+                return  # bound otherwise in the other mode alone
         scope_node = enclosing_scope(self.module, statement)
         branch = next((node for node in ancestors(self.module, statement)
                        if node is scope_node or isinstance(node, ast.If) and not is_main_guard(node)), None)
@@ -964,6 +1011,51 @@ class Builder:
                 last += 1
         end = starts[last] if last < len(starts) else len(self.module.text)
         self.plan.edits.append(Edit(start, end, ""))
+        self._deleted.add(id(statement))
+
+    def _keep_else_alone(self, node: ast.If) -> None:
+        """``if use_pmap: <all gone> else: x = np.asarray(x)`` -> ``if not use_pmap: x = ...``."""
+        src, starts = self.module.src, self.module.src.line_starts
+        line = node.orelse[0].lineno - 1
+        while line > node.body[-1].end_lineno and src.line(line).strip() != "else:":
+            line -= 1
+        if node.body[0].lineno == node.lineno or src.line(line).strip() != "else:":
+            raise Blocked(node.lineno, "every statement of this `if`'s branch goes, and its `else` is not "
+                          "written on a line of its own")
+        self._delete_span(starts[node.body[0].lineno - 1], starts[line])
+        test = node.test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            self._replace(test, self.module.segment(test.operand))
+        else:
+            text = self.module.segment(test)
+            self._replace(test, f"not ({text})" if isinstance(test, (ast.BoolOp, ast.IfExp, ast.Lambda,
+                                                                         ast.NamedExpr)) else f"not {text}")
+
+    def _delete_span(self, start: int, end: int) -> None:
+        """Delete ``[start, end)``, which holds whole statements the rewrite deletes (their own
+        deletions go: one edit covers them)."""
+        self.plan.edits = [e for e in self.plan.edits if not (start <= e.start and e.end <= end and not e.content)]
+        self.plan.edits.append(Edit(start, end, ""))
+
+    def _drop_emptied_blocks(self) -> None:
+        """An ``if`` whose every statement goes goes too (``if use_pmap: x = x.reshape(...)``, the
+        reshape now gone, in a program of two modes), innermost first; one with an ``else`` keeps
+        the ``else``'s statements under the negated test. Any other block left empty blocks the
+        rewrite, which would not parse."""
+        starts, deleted = self.module.src.line_starts, self._deleted
+        for node in reversed(self.module.of_type(ast.If)):
+            if not node.body or not all(id(s) in deleted for s in node.body):
+                continue
+            if node.orelse:
+                self._keep_else_alone(node)
+                continue
+            start = starts[node.lineno - 1]
+            end = starts[node.end_lineno] if node.end_lineno < len(starts) else len(self.module.text)
+            self._delete_span(start, end)
+            deleted.add(id(node))
+        for node in self.module.of_type(ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try):
+            if id(node) not in deleted and node.body and all(id(s) in deleted for s in node.body):
+                raise Blocked(node.lineno, "every statement of this block goes")
 
     def _blank_after(self, statement: ast.stmt) -> bool:
         last = statement.end_lineno
@@ -1076,10 +1168,14 @@ class Builder:
             self._around(edit, f"{jax}.tree.map(lambda x: x.addressable_data(0), ", ")")
             if isinstance(edit.node, ast.Call):
                 self._drop_import(edit.node.func)
-        else:  # index / unshard / unwrap: the device axis is gone, the value itself is what was read
+        else:  # index / unshard / unwrap / transfer: the device axis is gone, the value itself is what was read
             if edit.action == "unwrap":
                 self.notes.add("flax's `prefetch_to_device` goes: each batch is laid out where the step takes it, "
                                "its transfer asynchronous as the step's dispatch")
+            choice = self.module.parent_of(edit.node)
+            if isinstance(choice, ast.IfExp) and edit.node is not choice.test and self.module.segment(edit.inner) \
+                    == self.module.segment(choice.orelse if edit.node is choice.body else choice.body):
+                edit = replace(edit, node=choice)  # `unreplicate(x) if use_pmap else x`: `x` either way now
             statement = self.module.parent_of(edit.node)
             if isinstance(statement, ast.Assign) and statement.value is edit.node and len(statement.targets) == 1 \
                     and _same_name(statement.targets[0], edit.inner) and self._own_lines(statement):

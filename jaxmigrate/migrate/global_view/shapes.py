@@ -253,7 +253,11 @@ class DeviceAxisShapes:
         # (JAX's pmap example writes the per-device batch size it computed)
         if second == 0:
             return _is_shape_of(tail, name, None)
-        return _is_shape_of(tail, name or self.module.segment(base), 1, self.module)
+        if _is_shape_of(tail, name or self.module.segment(base), 1, self.module):
+            return True
+        # `x[:n].reshape(n_dev, -1, *x.shape[1:])`: rows sliced off keep x's other sizes
+        return isinstance(base, ast.Subscript) and _rows_sliced(base.slice) \
+            and _is_shape_of(tail, self.module.segment(base.value), 1, self.module)
 
     def is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
@@ -453,6 +457,11 @@ def _head_and_tail(shape: ast.expr, names=None) -> tuple[list[ast.expr], ast.exp
     if isinstance(shape, ast.Tuple) and shape.elts and isinstance(shape.elts[-1], ast.Starred):
         return list(shape.elts[:-1]), shape.elts[-1].value
     return None
+
+
+def _rows_sliced(index: ast.expr) -> bool:
+    """``[a:b]`` (either bound optional, no step): rows of the first axis, every other axis whole."""
+    return isinstance(index, ast.Slice) and index.step is None
 
 
 def _is_shape_of(node, base: str | None, start: int | None, module=None) -> bool:
