@@ -451,6 +451,44 @@ def test_arrays_joined_split_or_reordered_along_the_batch_axis_block(old, new, r
     assert not view.possible and reason in view.reason and f"(line {line})" in view.reason, view.blocker
 
 
+# Attention written with `@`, as hand-written transformers do: both operands per-example with
+# four axes, so the product broadcasts the batch axis (tests/test_runtime_global_view.py runs it).
+ATTENTION_BY_MATMUL = (
+    '''    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(HEAD_DIM)
+    weights = jax.nn.softmax(scores, axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", weights, v)
+''',
+    '''    q = q.transpose(0, 2, 1, 3)
+    k = k.transpose(0, 2, 1, 3)
+    scores = (q @ k.transpose(0, 1, 3, 2)) / np.sqrt(HEAD_DIM)
+    scores = jnp.where(scores > -1e9, scores, -1e9)
+    weights = jax.nn.softmax(scores, axis=-1)
+    return (weights @ v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+''')
+
+
+def test_attention_written_with_matmul_of_four_axis_arrays_takes_the_global_view():
+    text = _ATTENTION.replace(*ATTENTION_BY_MATMUL)
+    assert text != _ATTENTION
+    assert plan_global(text).possible, plan_global(text).blocker
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # rows of every example against rows of every example
+    ("(q @ k.transpose(0, 1, 3, 2))", "(q.reshape(-1, HEAD_DIM) @ k.reshape(-1, HEAD_DIM).T)"),
+    ("(q @ k.transpose(0, 1, 3, 2))", "jnp.dot(q, k.transpose(0, 1, 3, 2))"),  # every row with every row
+    ("(q @ k.transpose(0, 1, 3, 2))", "(q @ jnp.conj(k).T)"),  # k's axes not known here
+])
+def test_a_matmul_of_per_example_arrays_not_known_to_broadcast_the_batch_blocks(old, new):
+    """Two axes or fewer (or axes not known), or `jnp.dot`: the product would multiply the batch."""
+    text = _ATTENTION.replace(*ATTENTION_BY_MATMUL)
+    assert plan_global(text).possible
+    text = text.replace(old, new)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if new in t)
+    view = plan_global(text)
+    assert not view.possible and f"(line {line})" in view.reason, view.blocker
+
+
 _FACTORY = (FIXTURES / "step_from_factory.in.py").read_text()
 
 

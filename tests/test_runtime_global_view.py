@@ -21,6 +21,7 @@ from jaxmigrate.lint.checker import fix_text
 from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
+from test_global_view import ATTENTION_BY_MATMUL
 
 pytestmark = pytest.mark.runtime
 
@@ -608,4 +609,13 @@ def test_the_mode_without_pmap_of_a_program_of_two_modes_runs_as_before(tmp_path
     assert "        params, loss = train_step(params, x, y)\n            losses.append(float(loss))\n" \
         in new.read_text()
     report = verify(old, new, ["main"], devices=8, timeout=240)
+    assert report.equal, render_text(report)
+
+
+def test_attention_written_with_matmul_matches_pmap(tmp_path):
+    """`q @ k.transpose(0, 1, 3, 2)` and `weights @ v` of four-axis per-example arrays, as a
+    hand-written transformer computes attention: the product broadcasts the batch axis."""
+    old, new = migrated_variant(tmp_path, "global_attention_written_in_jax_numpy", *ATTENTION_BY_MATMUL)
+    assert "(q @ k.transpose(0, 1, 3, 2))" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)

@@ -68,6 +68,7 @@ from jaxmigrate.migrate.global_view.kinds import (
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.migrate.global_view.helpers import defaulted
 from jaxmigrate.migrate.global_view.layout_ops import is_layout_op, layout_op, method_layout
+from jaxmigrate.migrate.global_view.ranks import at_least
 from jaxmigrate.migrate.global_view.shapes import is_zero
 from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
 
@@ -427,6 +428,8 @@ class StepAnalyzer:
         if isinstance(op, ast.MatMult):
             if a == S and b == R:
                 return S
+            if S in (a, b) and {a, b} <= {S, R} and self._batched_product(node, a, b):
+                return S  # `q @ k.transpose(0, 1, 3, 2)`: the batch axis broadcast, not multiplied
             return U("a matrix product mixing per-example rows", node.lineno)
         if {a, b} <= {S, R}:
             return S
@@ -445,6 +448,19 @@ class StepAnalyzer:
             return SUM
         return U(f"`{_op(op)}` of {describe(a)} and {describe(b)} is not the same per shard and globally",
                  node.lineno)
+
+    def _batched_product(self, node: ast.AST, a: Kind, b: Kind) -> bool:
+        """``@`` (or ``jnp.matmul``, not ``jnp.dot``, which pairs every row of one with every row
+        of the other) whose per-example operands have three axes or more (``ranks``): it
+        multiplies their last two and broadcasts the others, the batch axis first."""
+        if isinstance(node, ast.BinOp):
+            operands = (node.left, node.right)
+        elif isinstance(node, ast.Call) and self.names.qualified_name(node.func) == "jax.numpy.matmul" \
+                and len(node.args) == 2:
+            operands = tuple(node.args)
+        else:
+            return False
+        return all(at_least(self.module, operand) >= 3 for operand, kind in zip(operands, (a, b)) if kind == S)
 
     def elementwise(self, kinds: list[Kind], node: ast.AST) -> Kind:
         atoms = [flat(k, node.lineno) for k in kinds]
