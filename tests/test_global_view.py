@@ -489,6 +489,26 @@ def test_a_matmul_of_per_example_arrays_not_known_to_broadcast_the_batch_blocks(
     assert not view.possible and f"(line {line})" in view.reason, view.blocker
 
 
+_MATMUL_ATTENTION = (FIXTURES / "matmul_attention_given_its_arrays.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker"), [
+    # a caller's array of two axes: -2 is the batch axis
+    ("    out = attend(q, k, k)\n", "    out = attend(q, k, k)\n    attend(x[:, 0], x[:, 0], x[:, 0])\n",
+     "weights = jax.nn.softmax(q @"),
+    # axes not known where the function is passed on rather than called
+    ("    out = attend(q, k, k)\n", "    out = attend(q, k, k)\n    jax.tree.map(attend, q, k, k)\n",
+     "weights = jax.nn.softmax(q @"),
+])
+def test_negative_axes_of_arrays_not_known_to_have_three_block(old, new, marker):
+    """`jnp.swapaxes(k, -1, -2)` keeps the batch axis first only where k has three axes or more."""
+    assert plan_global(_MATMUL_ATTENTION).possible, plan_global(_MATMUL_ATTENTION).blocker
+    text = _MATMUL_ATTENTION.replace(old, new)
+    line = next(i + 1 for i, t in enumerate(text.splitlines()) if marker in t)
+    view = plan_global(text)
+    assert not view.possible and f"(line {line})" in view.reason, view.blocker
+
+
 _FACTORY = (FIXTURES / "step_from_factory.in.py").read_text()
 
 

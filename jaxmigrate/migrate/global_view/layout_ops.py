@@ -29,8 +29,10 @@ def is_layout_op(qualified: str | None) -> bool:
                                                 "einsum"}
 
 
-def layout_op(node: ast.Call, qualified: str, kinds: list[Kind]) -> Kind:
-    """The kind of ``jnp.<op>(...)`` (``is_layout_op``), given its positional arguments' kinds."""
+def layout_op(node: ast.Call, qualified: str, kinds: list[Kind], rank: int = 0) -> Kind:
+    """The kind of ``jnp.<op>(...)`` (``is_layout_op``), given its positional arguments' kinds and
+    how many axes its first argument has at least (``ranks``: ``jnp.swapaxes(k, -1, -2)`` leaves
+    the batch axis first where k has three)."""
     short = qualified.rpartition(".")[2]
     first = flat(kinds[0], node.lineno) if kinds else BOT
     if isinstance(first, U):
@@ -46,11 +48,11 @@ def layout_op(node: ast.Call, qualified: str, kinds: list[Kind]) -> Kind:
         if not (node.args and isinstance(node.args[0], (ast.List, ast.Tuple))) \
                 or any(flat(item) != S for item in kinds[0].items):
             return U(f"`{short}` of a sequence not written out of per-example arrays", node.lineno)
-        return _along(node, short, _JOINS[short])
+        return _along(node, short, _JOINS[short], rank)
     if short in _ONE_AXIS:
-        return _along(node, short, _ONE_AXIS[short])
+        return _along(node, short, _ONE_AXIS[short], rank)
     if short in _SPLITS:
-        along = _along(node, short, _SPLITS[short])
+        along = _along(node, short, _SPLITS[short], rank)
         parts = _parts(node)
         if along != S or parts is None:
             return along if along != S else U(f"`{short}` into a number of parts not written here", node.lineno)
@@ -58,14 +60,14 @@ def layout_op(node: ast.Call, qualified: str, kinds: list[Kind]) -> Kind:
     axes = [_literal(a) for a in node.args[1:]] + [_literal(k.value) for k in node.keywords]
     if short == "transpose" and axes and isinstance(axes[0], (tuple, list)) and axes[0] and axes[0][0] == 0:
         return S
-    if short in ("swapaxes", "moveaxis") and len(axes) == 2 and all(map(off_the_batch_axis, axes)):
+    if short in ("swapaxes", "moveaxis") and len(axes) == 2 and all(_off(axis, rank) for axis in axes):
         return S
     return U(f"`{short}` that moves the batch axis, or by axes not written here", node.lineno)
 
 
-def method_layout(node: ast.Call) -> bool:
-    """``x.transpose(0, 2, 1, 3)`` / ``x.swapaxes(1, 2)`` / ``x.squeeze(-1)`` of per-example ``x``,
-    the batch axis left first."""
+def method_layout(node: ast.Call, rank: int = 0) -> bool:
+    """``x.transpose(0, 2, 1, 3)`` / ``x.swapaxes(1, 2)`` / ``x.squeeze(-1)`` of per-example ``x``
+    (with ``rank`` axes at least), the batch axis left first."""
     attr = node.func.attr  # type: ignore[attr-defined]
     if node.keywords or not node.args:
         return False
@@ -74,18 +76,24 @@ def method_layout(node: ast.Call) -> bool:
         order = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         return bool(order) and order[0] == 0 and all(type(a) is int for a in order)
     if attr == "swapaxes":
-        return len(axes) == 2 and all(map(off_the_batch_axis, axes))
+        return len(axes) == 2 and all(_off(axis, rank) for axis in axes)
     if attr == "squeeze":
-        return len(axes) == 1 and off_the_batch_axis(axes[0])
+        return len(axes) == 1 and _off(axes[0], rank)
     return False
 
 
-def _along(node: ast.Call, short: str, position: int) -> Kind:
+def _off(axis, rank: int) -> bool:
+    """Off the batch axis: as ``off_the_batch_axis`` reads it, or a negative position that an array
+    of ``rank`` axes at least puts after the first (-2 of three axes)."""
+    return off_the_batch_axis(axis) or type(axis) is int and axis < 0 and rank >= 1 - axis
+
+
+def _along(node: ast.Call, short: str, position: int, rank: int = 0) -> Kind:
     """S when the op's axis is written and off the batch axis."""
     value = node.args[position] if len(node.args) > position else next(
         (k.value for k in node.keywords if k.arg == "axis"), None)
     axis = _literal(value) if value is not None else None
-    if value is None or not off_the_batch_axis(axis):
+    if value is None or not _off(axis, rank):
         return U(f"`{short}` along the batch axis (or all axes)" if value is None or axis in (0, None)
                  else f"`{short}` along an axis not known to be off the batch axis", node.lineno)
     return S

@@ -6,14 +6,15 @@ last two axes and broadcasts the ones before, the batch axis first among them. W
 fewer it would multiply the batch axis itself. The kinds of ``step`` say which values are
 per-example; this says which have the axes for that. Only a lower bound is known: a reshape or
 transpose to written sizes has exactly that many, elementwise operations broadcast (never fewer
-than their operands), a value bound once before its read has its value's; anything else counts 0.
+than their operands), a value bound once before its read has its value's, a function's parameter
+the fewest its calls give it; anything else counts 0.
 """
 
 from __future__ import annotations
 
 import ast
 
-from jaxmigrate.core.flow import reaching_assignment
+from jaxmigrate.core.flow import reaching_assignment, reads_of
 
 # Functions of an array that keep its axes (the first argument's), as jax.numpy and jax.nn write them.
 _SAME_AXES = frozenset({f"jax.nn.{f}" for f in ("softmax", "log_softmax", "relu", "gelu", "silu", "sigmoid",
@@ -31,6 +32,9 @@ def at_least(module, node: ast.expr, _depth: int = 0) -> int:
         return 0
     again = lambda n: at_least(module, n, _depth + 1)  # noqa: E731
     if isinstance(node, ast.Name):
+        bindings = module.names.bindings(node)
+        if len(bindings) == 1 and isinstance(getattr(bindings[0], "node", None), ast.arg):
+            return min(_given(module, bindings[0].node, _depth + 1), default=0)
         value = _reaching_value(module, node)
         return 0 if value is None else again(value)
     if isinstance(node, ast.BinOp):
@@ -60,7 +64,32 @@ def at_least(module, node: ast.expr, _depth: int = 0) -> int:
         return 0 if "." in output else len(output)
     if qualified in _SAME_AXES and node.args:
         return again(node.args[0])
+    if qualified in ("jax.numpy.repeat", "jax.numpy.expand_dims") and node.args and (
+            len(node.args) == 3 or any(k.arg == "axis" for k in node.keywords)):  # (no axis: flattened)
+        return again(node.args[0]) + (qualified == "jax.numpy.expand_dims")
     return 0
+
+
+def _given(module, param: ast.arg, depth: int) -> list[int]:
+    """The bounds of what each call of the module gives ``param``, a positional parameter of a
+    function called only by its name (``attention(q, k, v)`` from ``self_attention``); none where
+    some use of it is not such a call."""
+    fn = module.parent_of(module.parent_of(param))
+    if not isinstance(fn, ast.FunctionDef) or fn.decorator_list or param not in fn.args.args \
+            or fn.args.vararg or fn.args.kwarg:
+        return []
+    position, bounds = fn.args.args.index(param), []
+    for read in reads_of(module, fn.name, fn):
+        call = module.parent_of(read)
+        if not (isinstance(call, ast.Call) and call.func is read) or any(isinstance(a, ast.Starred) for a in call.args) \
+                or any(k.arg is None for k in call.keywords):
+            return []
+        given = call.args[position] if position < len(call.args) else next(
+            (k.value for k in call.keywords if k.arg == param.arg), None)
+        if given is None:
+            return []
+        bounds.append(at_least(module, given, depth))
+    return bounds
 
 
 def _written_sizes(args: list[ast.expr]) -> int:
@@ -86,7 +115,13 @@ def _reaching_value(module, use: ast.Name) -> ast.expr | None:
     if not statements:
         return None
     reaching = reaching_assignment(module, use, statements)
-    if isinstance(reaching, ast.Assign) and len(reaching.targets) == 1 and isinstance(reaching.targets[0], ast.Name) \
-            and reaching.targets[0].id == use.id:
-        return reaching.value
+    if not (isinstance(reaching, ast.Assign) and len(reaching.targets) == 1):
+        return None
+    target, value = reaching.targets[0], reaching.value
+    if isinstance(target, ast.Name) and target.id == use.id:
+        return value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        for name, item in zip(target.elts, value.elts):  # `k, v = jnp.repeat(k, 2, axis=2), ...`
+            if isinstance(name, ast.Name) and name.id == use.id:
+                return item
     return None

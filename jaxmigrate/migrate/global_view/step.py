@@ -940,7 +940,8 @@ class StepAnalyzer:
         if is_layout_op(qualified) and not all(flat(a) == R for a in args):
             if any(flat(kind) != R for kind in args[len(node.args):]):  # (keyword arguments but the axis)
                 return U(f"`{short}` given per-device options", node.lineno)
-            return layout_op(node, qualified, args[:len(node.args)])
+            return layout_op(node, qualified, args[:len(node.args)],
+                             at_least(self.module, node.args[0]) if node.args else 0)
         if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
                 and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
             return self._reduction(node, short, first, args[1:], axis_position=1)
@@ -995,7 +996,8 @@ class StepAnalyzer:
             return base if all(flat(a) == R for a in args) else U("astype to a per-device dtype", node.lineno)
         if func.attr == "reshape" and base == S and not node.keywords:
             return self._reshaped_rows(node, node.args, frame)
-        if base == S and method_layout(node) and all(flat(a) == R for a in args):
+        if base == S and method_layout(node, at_least(self.module, node.func.value)) \
+                and all(flat(a) == R for a in args):
             return S  # `q.transpose(0, 2, 1, 3)`: the batch axis stays first
         if base == R and all(flat(a) == R for a in [*args, *kwargs]):
             return R
