@@ -44,17 +44,51 @@ class Mode:
 
 
 def candidate_modes(module, steps: list[tuple[ast.AST, set[str]]]) -> list[Mode]:
-    """The modes a program may run its pmaps in: the tests of the ``if``s around a pmap's binding
-    or a call of a step (``steps``: each binding with the names its step is called by), when the
-    test is the same value at each of its reads (``stable``)."""
-    nodes = [binding for binding, _ in steps]
+    """The modes a program may run its pmaps in (``steps``: each pmap's binding with the names its
+    step is called by): the test of an ``if`` that binds a step where the same function binds that
+    name another way too, or has an ``else``; or of an ``if`` that calls a step where its ``else``
+    does other work and calls no step (DeiT's ``train_step`` in the ``else`` of
+    ``train_step_pmap``) -- when the test is the same value at each of its reads (``_one_value``).
+    An ``if`` around a step's call alone (``if config.fid.on_use: p_sample_step(...)``) is no mode."""
     called = set().union(*(names for _, names in steps)) if steps else set()
-    nodes += [n for n in module.of_type(ast.Name) if n.id in called and isinstance(n.ctx, ast.Load)]
+    pmapped = {id(binding) for binding, _ in steps}
     found: list[Mode] = []
-    for node in nodes:
-        for mode in _around(module, node):
-            if mode not in found and all(m.key != mode.key for m in found) and _one_value(module, mode):
-                found.append(mode)
+
+    def consider(mode: Mode) -> None:
+        if all(m.key != mode.key for m in found) and _one_value(module, mode):
+            found.append(mode)
+
+    def without_pmap(other: list) -> bool:
+        """The other branch does something, and neither pmaps nor calls a step."""
+        return bool(other) and not any(id(n) in pmapped or isinstance(n, ast.Name) and n.id in called
+                                       for part in other for n in ast.walk(part))
+
+    for binding, names in steps:
+        rebound = any(id(binding_of) not in pmapped and binding_of is not binding
+                      for name in names for binding_of in _scope_bindings(module, binding, name))
+        for mode, _, other in _around(module, binding):
+            if rebound or without_pmap(other):
+                consider(mode)
+    for node in module.of_type(ast.Name):
+        if node.id in called and isinstance(node.ctx, ast.Load):
+            for mode, _, other in _around(module, node):
+                if without_pmap(other):
+                    consider(mode)
+    return found
+
+
+def _scope_bindings(module, node: ast.AST, name: str) -> list[ast.AST]:
+    """What ``name`` is bound to in the scope of ``node`` (defs, assigned values, ...), each once
+    as the statement that binds it."""
+    scope_node = enclosing_scope(module, node)
+    scope = next((s for s in module.names.scopes if s.node is scope_node), None)
+    found = []
+    for binding in scope.bindings.get(name, ()) if scope is not None else ():
+        bound = getattr(binding, "value", None) or getattr(binding, "node", None)
+        while bound is not None and not isinstance(bound, ast.stmt):
+            bound = module.parent_of(bound)
+        if bound is not None:
+            found.append(bound)
     return found
 
 
@@ -101,17 +135,22 @@ def _branch_of(parent: ast.AST, child: ast.AST, mode: Mode) -> bool | None:
     return None
 
 
-def _around(module, node: ast.AST) -> list[Mode]:
+def _around(module, node: ast.AST) -> list[tuple[Mode, list, list]]:
     """The modes of the ``if``s around ``node`` in its function, the branch it is in being the one
-    the mode runs."""
+    the mode runs: each with that branch and the other (statements, or ``[expression]``)."""
     found, child = [], node
     for parent in ancestors(module, node):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
             break
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and not is_main_guard(parent):
             inner, negated = _without_not(parent.test)
-            in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
-            found.append(Mode(ast.dump(inner), in_body != negated, module.segment(inner)))
+            if isinstance(parent, ast.If):
+                in_body = child in parent.body
+                branch, other = (parent.body, parent.orelse) if in_body else (parent.orelse, parent.body)
+            else:
+                in_body = child is parent.body
+                branch, other = ([parent.body], [parent.orelse]) if in_body else ([parent.orelse], [parent.body])
+            found.append((Mode(ast.dump(inner), in_body != negated, module.segment(inner)), branch, other))
         child = parent
     return found
 
