@@ -385,6 +385,41 @@ def test_a_flag_that_may_change_is_no_mode(old, new, test):
     assert_blocks_at(text, test or new, "pmapped only where")
 
 
+def _modes(text: str) -> list[str]:
+    from jaxmigrate.core.module import as_module
+    from jaxmigrate.migrate._pmap_sites import planner_of
+    from jaxmigrate.migrate.global_view.modes import candidate_modes
+    from jaxmigrate.migrate.to_global_jit import _binding_and_names
+
+    module = as_module(text)
+    apps = planner_of(module).applications()
+    return [m.text for m in candidate_modes(module, [_binding_and_names(module, app) for app in apps])]
+
+
+_FLAGS_AROUND_STEP_CALLS = """\
+import jax
+
+
+def main(x, sample=True, check_nans=False):
+    p_step = jax.pmap(lambda v: jax.lax.pmean(v, "i"), axis_name="i")
+    if sample:
+        x = p_step(x)
+    if check_nans:
+        y = p_step(x)
+        print(y)
+    else:
+        y = p_step(x)
+    return y
+"""
+
+
+def test_a_flag_that_chooses_no_mode_without_pmap_is_no_mode():
+    """Only a flag choosing between pmap and other code is a mode: `if sample:` around a step's
+    call alone, or `if check_nans:` calling the step in both branches (md4's), is not."""
+    assert _modes(_TWO_MODES) == ["use_pmap"]
+    assert _modes(_FLAGS_AROUND_STEP_CALLS) == []
+
+
 def test_an_axis_another_transform_binds_blocks_the_pmap_mode():
     """`jax.vmap(..., axis_name="batch")` may run the step's collectives in the other mode."""
     assert_variant_blocks(_TWO_MODES, "def predict(params, x):\n",
