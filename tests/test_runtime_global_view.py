@@ -620,3 +620,15 @@ def test_attention_written_with_matmul_matches_pmap(tmp_path):
     assert "(q @ k.transpose(0, 1, 3, 2))" in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_keys_put_one_per_device_by_device_put_sharded_match_pmap(tmp_path, legacy_python):
+    """`jax.device_put_sharded(list(keys), devices)` of keys split one per device (a werewolf-game
+    classifier's dropout keys): the transfer goes with the split, the one key laid out instead."""
+    old, new = migrated_variant(
+        tmp_path, "global_dropout_keys", "        step_keys = jax.random.split(step_key, n)\n",
+        "        step_keys = jax.random.split(step_key, n)\n"
+        "        step_keys = jax.device_put_sharded(list(step_keys), jax.local_devices())\n")
+    assert "device_put_sharded" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
+    assert report.equal, render_text(report)

@@ -1370,7 +1370,7 @@ class DriverAnalyzer:
         if qualified == DEVICE_PUT_SHARDED and len(node.args) == 2 and not node.keywords \
                 and self.shapes.is_replication_target(node.args[1]):
             rows = _listed(node.args[0], self.names)
-            if rows is not None and self.expr(rows, env) in (DSHARD, SOURCED):
+            if rows is not None and self.expr(rows, env) in (DSHARD, SOURCED, DKEYS):
                 # `device_put_sharded(list(x), devices)` of a split already made (flax's
                 # `prefetch_to_device` does so): slice i onto device i, where the split's layout
                 # puts it too; the transfer goes.
