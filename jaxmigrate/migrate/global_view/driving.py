@@ -143,7 +143,9 @@ GET_METRICS = "flax.training.common_utils.get_metrics"
 PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 # Calls that run a function as the program, with the command line (host values) for arguments.
-APP_RUN = frozenset({"absl.app.run", "fire.Fire", "typer.run"})
+APP_RUN = frozenset({"absl.app.run", "fire.Fire", "typer.run", "tyro.cli"})
+# Decorators that make a function the program's entry point, called with its configuration.
+ENTRY_DECORATORS = frozenset({"hydra.main"})
 # The leaf actions that read device 0's copy: on the device, or fetched to the host.
 _READS_DEVICE_ZERO = frozenset({"index", "fetch"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
@@ -423,8 +425,12 @@ class DriverAnalyzer:
             scope = pending.pop()
             if not isinstance(scope, ast.FunctionDef) or id(scope) in wrappers:
                 continue
-            # `app.run(main)` / `fire.Fire(main)` / `typer.run(main)` calls it with the command line's
-            # arguments, host values, as a caller elsewhere would.
+            # `app.run(main)` / `fire.Fire(main)` / `typer.run(main)` / `tyro.cli(main)` calls it with
+            # the command line's arguments, host values, as a caller elsewhere would; so does
+            # `@hydra.main(...)` with its configuration, where the script calls `main()`.
+            if any(isinstance(d, ast.Call) and self._qualified(d.func) in ENTRY_DECORATORS
+                   for d in scope.decorator_list):
+                continue
             uses = [use for use in reads_of(self.module, scope.name, scope) if not self._run_by_app(use)]
             if not uses:
                 continue  # an entry point: called from elsewhere, with host values
