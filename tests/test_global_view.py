@@ -1935,6 +1935,20 @@ def test_a_step_left_unused_is_one_made_in_a_function_and_never_read_beside_a_st
     assert_variant_blocks(_UNUSED_STEP, old, new, marker, reason) if new else assert_blocks_at(text, marker, reason)
 
 
+def test_a_step_never_used_of_a_function_that_moves_goes():
+    """`p_test_step = jax.pmap(train_step, ...)` made beside the step that moves and never called
+    (timesfm's fine-tuning script): dead code that would map a function whose collectives go, so
+    it goes too, and the fix says so; with a comment on its line it stays, and blocks."""
+    text = _UNUSED_STEP.replace("    p_eval_step = jax.pmap(eval_step, \"batch\")  # left: never used\n",
+                                "    p_eval_step = jax.pmap(functools.partial(train_step), \"batch\")\n")
+    text = text.replace("import jax\n", "import functools\n\nimport jax\n", 1)
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    assert any("`p_eval_step`, a pmap never used" in note for note in view.notes), view.notes
+    code = fix(text, set()).split('"""', 2)[2]
+    assert "p_eval_step" not in code and "jax.pmap" not in code and "functools" not in code
+
+
 _REBOUND = """import jax
 import numpy as np
 from flax import jax_utils

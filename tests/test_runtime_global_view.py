@@ -632,3 +632,15 @@ def test_keys_put_one_per_device_by_device_put_sharded_match_pmap(tmp_path, lega
     assert "device_put_sharded" not in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=legacy_python, timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_a_step_never_used_of_a_function_that_moves_goes_and_the_rest_matches_pmap(tmp_path):
+    """`p_test_step = jax.pmap(functools.partial(train_step, ...))` made and never called beside the
+    step that moves (timesfm's fine-tuning script): it goes, and the program gives pmap's results."""
+    made = '    p_train_step = jax.pmap(functools.partial(train_step, learning_rate=0.1), axis_name="batch")\n'
+    old, new = migrated_variant(tmp_path, "global_keyword_arguments", made,
+                                made + '    p_test_step = jax.pmap(functools.partial(train_step, learning_rate=0.0), '
+                                'axis_name="batch")\n')
+    assert "p_test_step" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)

@@ -258,17 +258,30 @@ class Builder:
         if len(unused) + len(dead) == len(self.steps):
             return
         moving = {id(step.func) for name, step in self.steps.items() if name not in unused and name not in dead}
+        gone = []
         for name, why in unused.items():
-            if id(self.steps[name].func) in moving:
+            if id(self.steps[name].func) not in moving:
+                self.unused[self.app_of[name].line] = why
+                continue
+            assign = self.module.parent_of(self.steps[name].binding)
+            if not (self._own_lines(assign) and _without_effects(self.module, assign.value)):
                 raise Blocked(self.app_of[name].line, f"{why}; it maps the function a step that moves maps, whose "
                               "collectives the global view removes")
-            self.unused[self.app_of[name].line] = why
+            # Dead code that would map a function whose collectives go: it goes too (timesfm's
+            # `p_test_step` made beside the train and eval steps and never called).
+            gone.append(name)
+            self._delete_lines(assign)
+            for node in ast.walk(assign.value):  # (an import it alone read goes with it)
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    self._drop_import(node)
+            self.notes.add(f"line {assign.lineno}: `{assign.targets[0].id}`, a pmap never used, of a function a step "
+                           "that moves maps too, goes")
         for name, (assign, again) in dead.items():
             self._delete_lines(assign)
             self._drop_import(self.app_of[name].ref)
             self.notes.add(f"line {assign.lineno}: `{assign.targets[0].id}`, a pmap bound again at line "
                            f"{again.lineno} before any use, goes")
-        for name in [*unused, *dead]:
+        for name in [*unused, *dead, *gone]:
             for table in (self.steps, self.app_of, self.fun, self.jit_options):
                 table.pop(name, None)
 
@@ -1355,6 +1368,17 @@ class Builder:
     def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
         """The statement of ``scope``'s own body that ``node`` is part of."""
         return child_of(self.module, node, scope)
+
+
+def _without_effects(module, node: ast.expr) -> bool:
+    """Evaluating ``node`` does nothing but make a value: names, attributes, literals, and calls of
+    ``jax.pmap`` and ``functools.partial`` over such."""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Call) and module.names.qualified_name(part.func) not in ("jax.pmap", "functools.partial"):
+            return False
+        if isinstance(part, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Subscript)):
+            return False
+    return True
 
 
 def _every_axis_zero(value) -> bool:
