@@ -385,6 +385,18 @@ def test_a_flag_that_may_change_is_no_mode(old, new, test):
     assert_blocks_at(text, test or new, "pmapped only where")
 
 
+def test_a_step_bound_where_both_modes_run_too_blocks_the_pmap_mode():
+    """`predict_fn = jax.jit(predict)` where both modes run, then `predict_fn = jax.pmap(...)` under
+    the flag (nf-diffusion's `train_step = jax.pmap(train_step)`): one name for two functions."""
+    assert_variant_blocks(
+        _TWO_MODES, "    if use_pmap:\n        params = jax.device_put_replicated(params, jax.local_devices())\n"
+        "        predict_fn = jax.pmap(predict, axis_name=\"batch\")\n    else:\n        predict_fn = jax.jit(predict)\n",
+        "    predict_fn = jax.jit(predict)\n    if use_pmap:\n"
+        "        params = jax.device_put_replicated(params, jax.local_devices())\n"
+        "        predict_fn = jax.pmap(predict, axis_name=\"batch\")\n",
+        "predict_fn = jax.pmap", "is bound where both modes run too")
+
+
 def _modes(text: str) -> list[str]:
     from jaxmigrate.core.module import as_module
     from jaxmigrate.migrate._pmap_sites import planner_of

@@ -676,8 +676,12 @@ class Builder:
             others = [b for b in (scope.bindings.get(name, ()) if scope else ())
                       if binding_node(b) is not None and binding_node(b) is not statement
                       and binding_node(b) is not getattr(statement, "value", None)]
-            if all(runs_only_outside(self.module, binding_node(b), self.mode) for b in others):
+            shared = [binding_node(b) for b in others if not runs_only_outside(self.module, binding_node(b), self.mode)]
+            if not shared:
                 return  # bound otherwise in the other mode alone
+            raise Blocked(statement.lineno, f"`{name}` is bound where both modes run too (line {shared[0].lineno}): "
+                          "which of the two a read of it means depends on the mode, and the global view does not "
+                          "follow one name through both")
         scope_node = enclosing_scope(self.module, statement)
         branch = next((node for node in ancestors(self.module, statement)
                        if node is scope_node or isinstance(node, ast.If) and not is_main_guard(node)), None)
