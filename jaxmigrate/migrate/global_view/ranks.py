@@ -30,7 +30,10 @@ def at_least(module, node: ast.expr, _depth: int = 0) -> int:
     """A lower bound on the number of axes of ``node``'s value (0 where nothing is known)."""
     if _depth > _DEPTH:
         return 0
-    again = lambda n: at_least(module, n, _depth + 1)  # noqa: E731
+
+    def again(inner: ast.expr) -> int:
+        return at_least(module, inner, _depth + 1)
+
     if isinstance(node, ast.Name):
         bindings = module.names.bindings(node)
         if len(bindings) == 1 and isinstance(getattr(bindings[0], "node", None), ast.arg):

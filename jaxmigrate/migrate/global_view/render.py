@@ -669,26 +669,24 @@ class Builder:
         (`if use_pmap and n_devices > 1: step_fn = jax.pmap(...)` / `else: step_fn = jax.jit(...)`,
         or a `def` decorated either way): the program runs in one of two modes chosen at run time,
         which the analysis does not follow (the values it lays out are replicated in one mode
-        only). Said as such, rather than as whatever in the other mode blocks first."""
+        only). Said as such, rather than as whatever in the other mode blocks first. Read in its
+        pmap mode (``modes``), a step whose name is bound otherwise only where that mode skips is
+        that mode's."""
+        scope_node = enclosing_scope(self.module, statement)
+        scope = next((s for s in self.module.names.scopes if s.node is scope_node), None)
+        bound = [binding_node(b) for b in (scope.bindings.get(name, ()) if scope is not None else ())]
         if self.mode is not None and runs_only_in(self.module, statement, self.mode):
-            scope = next((s for s in self.module.names.scopes if s.node is enclosing_scope(self.module, statement)),
-                         None)
-            others = [b for b in (scope.bindings.get(name, ()) if scope else ())
-                      if binding_node(b) is not None and binding_node(b) is not statement
-                      and binding_node(b) is not getattr(statement, "value", None)]
-            shared = [binding_node(b) for b in others if not runs_only_outside(self.module, binding_node(b), self.mode)]
+            shared = [node for node in bound if node is not None and node is not statement
+                      and node is not getattr(statement, "value", None)
+                      and not runs_only_outside(self.module, node, self.mode)]
             if not shared:
                 return  # bound otherwise in the other mode alone
             raise Blocked(statement.lineno, f"`{name}` is bound where both modes run too (line {shared[0].lineno}): "
                           "which of the two a read of it means depends on the mode, and the global view does not "
                           "follow one name through both")
-        scope_node = enclosing_scope(self.module, statement)
         branch = next((node for node in ancestors(self.module, statement)
                        if node is scope_node or isinstance(node, ast.If) and not is_main_guard(node)), None)
-        if not isinstance(branch, ast.If):
-            return
-        scope = next((s for s in self.module.names.scopes if s.node is scope_node), None)
-        if scope is None or len(scope.bindings.get(name, ())) < 2:
+        if not isinstance(branch, ast.If) or len(bound) < 2:
             return
         raise Blocked(branch.lineno, f"`{name}` is pmapped only where `{self.module.segment(branch.test)}` holds "
                       f"and bound otherwise too: the program runs in one of two modes chosen at run time, "
