@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from jaxmigrate.engine import Job, Mode, process_raw
 from jaxmigrate.lint import registry
+from jaxmigrate.migrate.to_global_jit import plan_global
 
 TARGET = (0, 10)
 CODES = tuple(rule.code for rule in registry.all_rules())
@@ -65,9 +66,17 @@ SNIPPETS = [
     (("jax",), 'from jax.sharding import PositionalSharding\nprint(f"{{jax.device_put(1, PositionalSharding(jax.devices()))}}")'),
     (("jax",), "if True:\n    import jax.experimental.pjit\n    p{n} = jax.experimental.pjit.pjit(abs)"),
     (("typing",), "def typed{n}(f: 'pjit') -> None:\n    return None"),
+    # pmap or jit as a flag says, the pmap mode's branches alone rewritten by the global view
+    (("jax",), "def run{n}(x, use_pmap=True):\n    if use_pmap:\n        step = jax.pmap(lambda v: v * 2)\n"
+               "        x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])\n    else:\n"
+               "        step = jax.jit(lambda v: v * 2)\n    y = step(x)\n    if use_pmap:\n"
+               "        y = y.reshape((-1,) + y.shape[2:])\n    return y"),
 ]
 
 SENTINEL = "keep_{n} = {n}  # sentinel"
+# Findings about pmap's conventions, made only in a module that has a pmap (per-device keys,
+# device 0's copy of a pmap's output): the global view takes the pmaps, and them with them.
+PMAP_CONVENTIONS = frozenset({"JM503", "JM505"})
 
 
 @dataclass
@@ -157,6 +166,10 @@ def violations(module: Module, unsafe: bool) -> list[str]:
     after = Counter((f.code, lines_after[f.line - 1].strip()) for f in fixed.findings if f.line <= len(lines_after))
     remaining = Counter(line.strip() for line in lines_after)
     lost = [key for key, count in (kept - after).items() if remaining[key[1]] >= count]
+    moved = unsafe and any(f.fix is not None and f.fix.whole_module for f in before.findings) \
+        and plan_global(decoded(module.raw)).possible
+    if moved:  # (the module's pmaps gone, what only a module with pmap is warned of goes with them)
+        lost = [key for key in lost if key[0] not in PMAP_CONVENTIONS]
     if lost:
         problems.append(f"findings lost, their line unchanged: {sorted(lost)}")
     # A finding check offers no fix for is not fixed behind its back: its line is still in the
@@ -166,6 +179,10 @@ def violations(module: Module, unsafe: bool) -> list[str]:
     # the findings that depend on it (JM505's `x[0]` goes with its pmap).
     offered = {line for f in before.findings if f.fix is not None and _applicable(f.fix, allowed)
                for line in range(f.line, (f.end_line or f.line) + 1)}
+    # JM101's global view moves the module whole, the driving code with its steps (its fix says
+    # so): the lines its plan rewrites (a device-count reshape JM504 reports) are that fix's.
+    if moved:
+        offered |= _lines_the_global_view_rewrites(decoded(module.raw))
     unoffered = Counter(lines_before[f.line - 1].strip() for f in before.findings
                         if f.line not in offered and (f.fix is None or not _applicable(f.fix, allowed)))
     rewritten = [line for line, count in unoffered.items() if remaining[line] < count
@@ -173,6 +190,15 @@ def violations(module: Module, unsafe: bool) -> list[str]:
     if rewritten:
         problems.append(f"lines rewritten that check offered no fix for: {sorted(rewritten)}")
     return problems
+
+
+def _lines_the_global_view_rewrites(text: str) -> set[int]:
+    view = plan_global(text)
+    lines = set()
+    for edit in view.plan.edits:
+        first = text.count("\n", 0, edit.start) + 1
+        lines.update(range(first, text.count("\n", 0, max(edit.end - 1, edit.start)) + 2))
+    return lines
 
 
 def _applicable(fix, allowed: set[str]) -> bool:
