@@ -536,6 +536,29 @@ def test_a_matmul_of_per_example_arrays_not_known_to_broadcast_the_batch_blocks(
     assert not view.possible and f"(line {line})" in view.reason, view.blocker
 
 
+_KEYS_IN_A_DICT = (FIXTURES / "keys_in_a_dict.in.py").read_text()
+_SHARDED_BATCH = "        state, train_metric, dropout_rngs = p_train_step(state, shard(batch), dropout_rngs)\n"
+
+
+@pytest.mark.parametrize(("split", "taken"), [
+    ("{k: v.reshape((jax.local_device_count(), -1) + v.shape[1:]) for k, v in batch.items()}", True),
+    ("{k: jnp.array(v).reshape((jax.local_device_count(), -1) + v.shape[1:]) for k, v in batch.items()}", True),
+    # filtered, or keyed otherwise: not a map over every value
+    ("{k: v.reshape((jax.local_device_count(), -1) + v.shape[1:]) for k, v in batch.items() if k}", False),
+    ("{k.upper(): v.reshape((jax.local_device_count(), -1) + v.shape[1:]) for k, v in batch.items()}", False),
+    # a value split by something else than the device count
+    ("{k: v.reshape((2, -1) + v.shape[1:]) for k, v in batch.items()}", False),
+])
+def test_a_batch_split_by_a_dict_comprehension_is_a_tree_map_of_the_split(split, taken):
+    text = _KEYS_IN_A_DICT.replace(_SHARDED_BATCH, f"        batch = {split}\n"
+                                   + _SHARDED_BATCH.replace("shard(batch)", "batch"))
+    assert text != _KEYS_IN_A_DICT
+    view = plan_global(text)
+    assert view.possible == taken, view.blocker
+    if taken:
+        assert "for k, v in batch.items()" in fix(text, set())
+
+
 _MATMUL_ATTENTION = (FIXTURES / "matmul_attention_given_its_arrays.in.py").read_text()
 
 

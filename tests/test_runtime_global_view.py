@@ -644,3 +644,20 @@ def test_a_step_never_used_of_a_function_that_moves_goes_and_the_rest_matches_pm
     assert "p_test_step" not in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_a_batch_split_in_a_dict_comprehension_and_put_per_device_matches_pmap(tmp_path, flax_python):
+    """`{k: jnp.array(v).reshape((n, -1) + v.shape[1:]) for k, v in batch.items()}`, then
+    `{k: jax.device_put_sharded(list(v), devices) for k, v in batch.items()}` (a werewolf-game
+    classifier's batches): a tree map written as comprehensions; each value is laid out on the mesh."""
+    old, new = migrated_variant(
+        tmp_path, "global_keys_in_a_dict", "        state, train_metric, dropout_rngs = p_train_step(state, shard(batch), "
+        "dropout_rngs)\n",
+        "        batch = {k: jnp.array(v).reshape((jax.local_device_count(), -1) + v.shape[1:]) for k, v in "
+        "batch.items()}\n        batch = {k: jax.device_put_sharded(list(v), jax.local_devices()) for k, v in "
+        "batch.items()}\n        state, train_metric, dropout_rngs = p_train_step(state, batch, dropout_rngs)\n")
+    text = new.read_text()
+    assert "make_array_from_process_local_data(NamedSharding(mesh, P(\"batch\")), jnp.array(v))" in text, text
+    assert "device_put_sharded" not in text
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
+    assert report.equal, render_text(report)

@@ -1164,6 +1164,10 @@ class DriverAnalyzer:
                 raise Blocked(node.lineno, f"`{self._short(node)}` mixes values with and without pmap's device "
                               "axis, or laid out differently")
             return HOST
+        if isinstance(node, ast.DictComp):
+            mapped = self._dict_map(node, env)
+            if mapped is not None:
+                return mapped
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and node.generators:
             # Its first iterable is evaluated here, in this scope (`[p for p in chain(*predictions)]`);
             # the rest runs in the comprehension's own, which must not read a device-axis value.
@@ -1196,6 +1200,34 @@ class DriverAnalyzer:
             elif isinstance(child, ast.keyword):
                 self._host(child.value, env)
         return HOST
+
+    def _dict_map(self, node: ast.DictComp, env: dict):
+        """``{k: v.reshape((n, -1) + v.shape[1:]) for k, v in batch.items()}``: a tree map over a
+        dict's values written as a comprehension (a werewolf-game classifier splits its batch so,
+        then lays it out with ``device_put_sharded``): the value read with ``v`` of the dict's kind,
+        the result a dict of what it makes of each. None where it is not that, or makes something
+        else (what its reading recorded goes)."""
+        loop = node.generators[0] if len(node.generators) == 1 else None
+        target = loop.target if loop is not None else None
+        if loop is None or loop.ifs or loop.is_async or not (
+                isinstance(target, ast.Tuple) and len(target.elts) == 2
+                and all(isinstance(e, ast.Name) for e in target.elts)):
+            return None
+        key, value = target.elts
+        items = loop.iter
+        if not (isinstance(items, ast.Call) and isinstance(items.func, ast.Attribute) and items.func.attr == "items"
+                and not items.args and not items.keywords and isinstance(node.key, ast.Name) and node.key.id == key.id):
+            return None
+        source = self.expr(items.func.value, env)
+        if source not in (HOST, DSHARD, SOURCED):
+            return None
+        before = set(self.edits)
+        kind = self.expr(node.value, {**env, key.id: HOST, value.id: source})
+        if kind in (HOST, DSHARD, SOURCED, DKEYS):
+            return kind
+        for made in set(self.edits) - before:
+            del self.edits[made]
+        return None
 
     def _subscript(self, node: ast.Subscript, env: dict):
         inner = node.value

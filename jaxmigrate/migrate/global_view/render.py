@@ -1187,6 +1187,13 @@ class Builder:
             if edit.action == "unwrap":
                 self.notes.add("flax's `prefetch_to_device` goes: each batch is laid out where the step takes it, "
                                "its transfer asynchronous as the step's dispatch")
+            comprehension = self.module.parent_of(edit.node)
+            if isinstance(comprehension, ast.DictComp) and edit.node is comprehension.value:
+                statement = self.module.parent_of(comprehension)  # `batch = {k: v for k, v in batch.items()}`
+                if _copies_itself(statement, comprehension, edit.inner) and self._own_lines(statement):
+                    self._delete_lines(statement)
+                    self._drop_import(edit.node.func)
+                    return
             choice = self.module.parent_of(edit.node)
             if isinstance(choice, ast.IfExp) and edit.node is not choice.test and self.module.segment(edit.inner) \
                     == self.module.segment(choice.orelse if edit.node is choice.body else choice.body):
@@ -1370,6 +1377,18 @@ class Builder:
     def _statement_in(self, node: ast.AST, scope: ast.AST) -> ast.stmt:
         """The statement of ``scope``'s own body that ``node`` is part of."""
         return child_of(self.module, node, scope)
+
+
+def _copies_itself(statement: ast.AST, comprehension: ast.DictComp, value: ast.expr) -> bool:
+    """``name = {k: v for k, v in name.items()}``, once ``value`` is what each entry keeps: the
+    dict bound to itself again, a statement with nothing left to do."""
+    loop = comprehension.generators[0]
+    items = loop.iter
+    return (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.value is comprehension
+            and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2
+            and _same_name(comprehension.key, loop.target.elts[0]) and _same_name(value, loop.target.elts[1])
+            and isinstance(items, ast.Call) and isinstance(items.func, ast.Attribute) and items.func.attr == "items"
+            and _same_name(statement.targets[0], items.func.value))
 
 
 def _without_effects(module, node: ast.expr) -> bool:

@@ -255,9 +255,13 @@ class DeviceAxisShapes:
             return _is_shape_of(tail, name, None)
         if _is_shape_of(tail, name or self.module.segment(base), 1, self.module):
             return True
-        # `x[:n].reshape(n_dev, -1, *x.shape[1:])`: rows sliced off keep x's other sizes
-        return isinstance(base, ast.Subscript) and _rows_sliced(base.slice) \
-            and _is_shape_of(tail, self.module.segment(base.value), 1, self.module)
+        # `x[:n].reshape(n_dev, -1, *x.shape[1:])`: rows sliced off keep x's other sizes; and so
+        # does an array made of x (`jnp.array(v).reshape((n, per_device) + v.shape[1:])`)
+        if isinstance(base, ast.Subscript) and _rows_sliced(base.slice):
+            return _is_shape_of(tail, self.module.segment(base.value), 1, self.module)
+        return isinstance(base, ast.Call) and self.names.qualified_name(base.func) in STACKS \
+            and len(base.args) == 1 and not base.keywords \
+            and _is_shape_of(tail, self.module.segment(base.args[0]), 1, self.module)
 
     def is_unshard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``(-1,) + x.shape[2:]`` / ``(-1, *x.shape[2:])``: pmap's two leading axes merged."""
