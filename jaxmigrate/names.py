@@ -185,6 +185,10 @@ class NameResolver:
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
         return _reaching(name, scope, scope.bindings[name.id]) if scope else []
 
+    def scope_opened_by(self, node: ast.AST) -> Scope | None:
+        """The scope a def, lambda, class (or the module's tree) opens; None for any other node."""
+        return next((scope for scope in self.scopes if scope.node is node), None)
+
     def declared_shared(self, name: str) -> bool:
         """Whether some scope declares ``name`` ``global`` or ``nonlocal``: code elsewhere may then
         rebind the variable a use reads."""

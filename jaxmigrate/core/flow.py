@@ -41,6 +41,16 @@ def enclosing_scope(module: ParsedModule, node: ast.AST) -> ast.AST:
     return next((n for n in ancestors(module, node) if isinstance(n, SCOPES)), module.tree)
 
 
+def loop_between(module: ParsedModule, node: ast.AST, stop: ast.AST, loops: tuple = _LOOPS) -> ast.AST | None:
+    """The innermost of ``loops`` around ``node`` below ``stop`` (a function, a block), or None."""
+    for around in ancestors(module, node):
+        if around is stop:
+            return None
+        if isinstance(around, loops):
+            return around
+    return None
+
+
 def reaching_assignment(module: ParsedModule, use: ast.Name, assigns: Sequence[ast.stmt]) -> ast.stmt | None:
     """The one of ``assigns`` (the assignments of ``use``'s variable) that reaches ``use``, or None
     when that is not clear from the structure of the code."""

@@ -295,7 +295,7 @@ class Rewriter:
     def _local_mesh(self, axis: Axis, function: ast.AST, statement: ast.stmt) -> str | None:
         """A name bound once in ``function``, by a statement of its body before ``statement``, to
         exactly this mesh (an earlier pass of this rewrite made it there)."""
-        scope = next((s for s in self.module.names.scopes if s.node is function), None)
+        scope = self.module.names.scope_opened_by(function)
         for name, bindings in (scope.bindings.items() if scope is not None else ()):
             value = bindings[0].value if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) else None
             assign = self.module.parent_of(value) if isinstance(value, ast.Call) else None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from jaxmigrate.core.flow import ancestors, child_of
+from jaxmigrate.core.flow import ancestors, child_of, loop_between
 from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail, split_count
@@ -66,7 +66,7 @@ def setting_reason(planner: Planner, app: Application, apps: list[Application]) 
     # pmap compiles once per function it maps: a function made anew where the step is built (a
     # nested def, a lambda, a partial) was compiled again on every pass by pmap too, so the new
     # step's compiling on every pass costs nothing pmap did not (measured: tests/runtime).
-    inside = _loop_between(module, app.node, function)
+    inside = loop_between(module, app.node, function, _LOOPS)
     if inside is not None and not _made_in(module, app, inside):
         return (f"pmap is applied inside a loop or lambda (line {inside.lineno}): each pass would build and "
                 "compile a new `jax.jit` step, where pmap's cache compiled it once")
@@ -122,15 +122,6 @@ def _innermost_function(module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFun
     return next((a for a in ancestors(module, node) if isinstance(a, _FUNCTIONS)), None)
 
 
-def _loop_between(module, node: ast.AST, function: ast.AST) -> ast.AST | None:
-    for around in ancestors(module, node):
-        if around is function:
-            return None
-        if isinstance(around, _LOOPS):
-            return around
-    return None
-
-
 def _driven_once(planner: Planner, driver: ast.FunctionDef) -> bool:
     """The one use of the driver's name is a call (or ``app.run(driver)``) in the module's
     ``if __name__ == "__main__":`` block, outside any loop. (Run twice, the driver would build and
@@ -142,7 +133,7 @@ def _driven_once(planner: Planner, driver: ast.FunctionDef) -> bool:
         return False
     for use in uses:
         block = _main_block(module, use)
-        if block is None or _loop_between(module, use, block) is not None:
+        if block is None or loop_between(module, use, block, _LOOPS) is not None:
             return False
         parent = module.parent_of(use)
         called = isinstance(parent, ast.Call) and parent.func is use

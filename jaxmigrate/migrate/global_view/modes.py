@@ -15,12 +15,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from jaxmigrate.core.flow import ancestors, enclosing_scope
+from jaxmigrate.core.flow import ancestors, enclosing_scope, loop_between
 from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 _COUNTS = frozenset({"jax.device_count", "jax.local_device_count"})
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 @dataclass(frozen=True)
@@ -80,8 +79,7 @@ def candidate_modes(module, steps: list[tuple[ast.AST, set[str]]]) -> list[Mode]
 def _scope_bindings(module, node: ast.AST, name: str) -> list[ast.AST]:
     """What ``name`` is bound to in the scope of ``node`` (defs, assigned values, ...), each once
     as the statement that binds it."""
-    scope_node = enclosing_scope(module, node)
-    scope = next((s for s in module.names.scopes if s.node is scope_node), None)
+    scope = module.names.scope_opened_by(enclosing_scope(module, node))
     found = []
     for binding in scope.bindings.get(name, ()) if scope is not None else ():
         bound = getattr(binding, "value", None) or getattr(binding, "node", None)
@@ -101,7 +99,7 @@ def runs_only_in(module, node: ast.AST, mode: Mode, _seen: frozenset[int] = froz
         if branch is not None:
             return branch
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(parent) not in _seen:
-            uses = [n for n in module.of_type(ast.Name) if n.id == parent.name and isinstance(n.ctx, ast.Load)]
+            uses = [n for _, n in module.names_at.get(parent.name, ()) if isinstance(n.ctx, ast.Load)]
             return bool(uses) and all(runs_only_in(module, use, mode, _seen | {id(parent)}) for use in uses)
         if isinstance(parent, (ast.Lambda, ast.ClassDef)):
             return False
@@ -222,13 +220,7 @@ def _bound_once(module, name: ast.Name) -> bool:
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name)):
         return False
-    scope = enclosing_scope(module, statement)
-    for parent in ancestors(module, statement):
-        if parent is scope:
-            return True
-        if isinstance(parent, _LOOPS):
-            return False
-    return True
+    return loop_between(module, statement, enclosing_scope(module, statement)) is None
 
 
 def _items_assigned(module, name: str) -> bool:

@@ -673,7 +673,7 @@ class Builder:
         pmap mode (``modes``), a step whose name is bound otherwise only where that mode skips is
         that mode's."""
         scope_node = enclosing_scope(self.module, statement)
-        scope = next((s for s in self.module.names.scopes if s.node is scope_node), None)
+        scope = self.module.names.scope_opened_by(scope_node)
         bound = [binding_node(b) for b in (scope.bindings.get(name, ()) if scope is not None else ())]
         if self.mode is not None and runs_only_in(self.module, statement, self.mode):
             shared = [node for node in bound if node is not None and node is not statement
@@ -1349,7 +1349,7 @@ class Builder:
         """``name`` has one binding in the resolver's scope of ``scope`` (a function, or the module
         for a `__main__` block) and no `global` / `nonlocal` elsewhere rebinds it."""
         names = self.module.names
-        owner = next((s for s in names.scopes if s.node is scope), names.module_scope)
+        owner = names.scope_opened_by(scope) or names.module_scope
         return len(owner.bindings.get(name, [])) == 1 and not names.declared_shared(name)
 
     def _insert_mesh(self, mesh: str, firsts: list[tuple[ast.AST, ast.stmt]]) -> None:
