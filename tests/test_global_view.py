@@ -2329,6 +2329,33 @@ def test_an_einops_split_in_a_tree_map_is_a_split():
     assert 'labels = jax.make_array_from_process_local_data(NamedSharding(mesh, P("devices")), labels)' in fixed
 
 
+_UNDER_A_FLAG = (FIXTURES / "batches_split_under_a_flag.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param("get_batch(data, rng, 2, for_pmap=True)", "get_batch(data, rng, 2, for_pmap=step >= 0)",
+                 "argument 3 of `p_update` (`xb`) is not made", id="a flag that is not a literal"),
+    pytest.param("    if for_pmap:\n        batch_size = ",
+                 "    for_pmap = for_pmap and jax.device_count() > 1\n    if for_pmap:\n        batch_size = ",
+                 "argument 3 of `p_update` (`xb`) is not made", id="a flag the function rebinds"),
+    pytest.param("get_batch(data, rng, 4, for_pmap=False)", "get_batch(data, rng, 4, for_pmap=True)",
+                 "`get_batch` returns batches it splits per device elsewhere", id="split at a call not read"),
+])
+def test_a_split_under_a_flag_is_read_only_where_a_literal_flag_decides_it(old, new, reason):
+    assert_variant_blocked_for(_UNDER_A_FLAG, old, new, reason)
+
+
+def test_a_split_in_the_else_of_a_negated_flag_is_the_flagged_calls():
+    negated = _UNDER_A_FLAG.replace("def get_batch(data, rng, batch_size, for_pmap=False):",
+                                    "def get_batch(data, rng, batch_size, plain=True):").replace(
+        "    if for_pmap:\n        batch_size", "    if not plain:\n        batch_size").replace(
+        "    if for_pmap:\n        x = rearrange(", "    if plain:\n        pass\n    else:\n        x = rearrange(").replace(
+        "for_pmap=False", "plain=True").replace("for_pmap=True", "plain=False")
+    assert "for_pmap" not in negated
+    fixed = fix(negated, set())
+    assert "rearrange(" not in fixed and "    if plain:\n        pass\n    return x, y" in fixed
+
+
 _SIZES_WRITTEN = (FIXTURES / "batch_split_with_its_sizes_written.in.py").read_text()
 
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jaxmigrate.core.flow import child_of, reads_of
+from jaxmigrate.core.flow import ancestors, child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.migrate.global_view.einops_patterns import REARRANGE, REPEAT, device_split, literal_pattern
+from jaxmigrate.migrate.global_view.flags import branch, literal_flags, runs
 from jaxmigrate.migrate.global_view.helpers import (
     Helper,
     HelperSummaries,
@@ -310,8 +311,10 @@ class DriverAnalyzer:
         self.scopes = frozenset(id(scope) for scope in scopes)
         self._inline: list[tuple[ast.FunctionDef, list]] = []  # wrappers being read, their returns' kinds
         self._passed: list[dict[str, ast.expr]] = []  # per wrapper being read: its parameters' call-site values
-        self._reads: list[set] = []  # per wrapper being read: the edits (node id, action) made in it
-        self._wrapper_edits: dict[int, tuple[frozenset, int]] = {}  # per wrapper: its edits, a call's line
+        self._reads: list[set] = []  # per wrapper being read: the edits (node, action) made in it
+        self._flags: list[dict[str, bool]] = []  # per wrapper being read: its flags at the call (``flags``)
+        # Per wrapper: its edits at a call, that call's line and flags.
+        self._wrapper_edits: dict[int, tuple[frozenset, int, dict[str, bool]]] = {}
         # Methods of an object holding the step that are given its values (``self._log(self.params)``):
         # read at those calls, not on their own; found on one pass, used from the next.
         self.method_readers: dict[int, ast.FunctionDef] = {}
@@ -498,11 +501,26 @@ class DriverAnalyzer:
         for reader in self.readers.values():
             for node in reads_of(self.module, reader.name, reader):
                 call = self.module.parent_of(node)
+                if isinstance(call, ast.Call) and call.func is node and self._runs_no_edit(reader, call):
+                    continue  # (its flags skip every edit: its text runs as it did there)
                 if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.reader_calls):
                     what = "returns batches it splits per device" if id(reader) in self._batch_functions else \
                         "is given values with pmap's device axis"
                     raise Blocked(node.lineno, f"`{reader.name}` {what} elsewhere, and is called or used here where "
                                   "this fix does not read it")
+
+    def _runs_no_edit(self, func: ast.FunctionDef, call: ast.Call) -> bool:
+        """Whether ``call`` of a function that makes batches passes flags under which none of the
+        edits in it runs (``get_batch(..., for_pmap=False)``): the call gets host values either way."""
+        if id(func) not in self._batch_functions or any(isinstance(a, ast.Starred) for a in call.args) \
+                or any(k.arg is None for k in call.keywords):
+            return False
+        given = self._parameters(func, call, bound_self=False)
+        if given is None:
+            return False
+        flags = literal_flags(func, given)
+        return not any(runs(self.module, edit.node, func, flags) for edit in self.edits.values()
+                       if func in ancestors(self.module, edit.node))
 
     def _preparers_only_mapped_where_read(self) -> None:
         """A batch preparer whose split goes is used only in the ``map`` calls this analysis read:
@@ -634,6 +652,9 @@ class DriverAnalyzer:
         self._inline.append((func, []))
         self._passed.append(given)
         self._reads.append(set())
+        # (parameters a `**mapping` may fill hold what it gives, not their defaults)
+        flags = literal_flags(func, given, defaults=not mapping)
+        self._flags.append(flags)
         try:
             self._block(func.body, inner)
             self._no_escape(func, self._device_names)
@@ -649,12 +670,15 @@ class DriverAnalyzer:
             self._inline.pop()
             self._passed.pop()
             self._reads.pop()
+            self._flags.pop()
             self._device_names = outer_names
         # One text serves every call: each must need the same edits in it (a `params[0]` that reads
-        # device 0's copy at one call and a host array's first row at another cannot be rewritten).
+        # device 0's copy at one call and a host array's first row at another cannot be rewritten),
+        # but for the code a call's flags never run (`if for_pmap:` at a call without).
         settled = not any(leaf == BOT for kind in inner.values() for leaf in _hleaves(kind))
-        known = self._wrapper_edits.setdefault(id(func), (made, node.lineno)) if settled else (made, 0)
-        if known[0] != made:
+        known = self._wrapper_edits.setdefault(id(func), (made, node.lineno, flags)) if settled else (made, 0, flags)
+        if {e for e in known[0] if runs(self.module, e[0], func, flags)} \
+                != {e for e in made if runs(self.module, e[0], func, known[2])}:
             raise Blocked(node.lineno, f"`{func.name}` ({role}) is called here with values "
                           f"whose device axis differs from its call at line {known[1]}")
         kind = BOT
@@ -942,7 +966,9 @@ class DriverAnalyzer:
             return self._block(node.orelse, env)
         if isinstance(node, ast.If):
             held = self.mode.branch(node.test) if self.mode is not None else None
-            if held is not None:  # the pmap mode runs this branch alone
+            if held is None:
+                held = self._flag_branch(node)
+            if held is not None:  # the pmap mode runs this branch alone, or this call's flags do
                 self._host(node.test, env)
                 return self._block(node.body if held else node.orelse, env)
             self._tested(node.test, env)
@@ -959,6 +985,13 @@ class DriverAnalyzer:
                 env = self._merge(env, self._block(handler.body, dict(env)))
             return self._block(node.orelse + node.finalbody, env)
         raise Blocked(node.lineno, f"a `{type(node).__name__}` statement in code that drives the step")
+
+    def _flag_branch(self, node: ast.If | ast.IfExp) -> bool | None:
+        """Whether the body of ``node``, in the wrapper being read, runs at this call: its test is a
+        flag the call gives a literal (``flags``); None where it is not."""
+        if not self._inline or self.scope_of(node) is not self._inline[-1][0]:
+            return None
+        return branch(node.test, self._flags[-1])
 
     def _tested(self, test: ast.expr, env: dict) -> None:
         """An ``if`` test. ``if not state.batch_stats:`` asks whether a replicated pytree is empty,
@@ -1188,7 +1221,9 @@ class DriverAnalyzer:
                 and self.expr(node.operand, env) == OWN_MEAN:
             return OWN_MEAN
         held = self.mode.branch(node.test) if self.mode is not None and isinstance(node, ast.IfExp) else None
-        if held is not None:  # `x[0] if args.pmap else x`: the branch the pmap mode runs
+        if held is None and isinstance(node, ast.IfExp):
+            held = self._flag_branch(node)
+        if held is not None:  # `x[0] if args.pmap else x`: the branch the pmap mode (or the call's flags) runs
             self._host(node.test, env)
             return self.expr(node.body if held else node.orelse, env)
         if isinstance(node, ast.Yield) and self._inline and self.scope_of(node) is self._inline[-1][0]:
@@ -1807,8 +1842,9 @@ class DriverAnalyzer:
     def _splits_batches(self, generator: ast.FunctionDef) -> bool:
         """Whether a generator may yield batches split per device: it names a split this analysis
         knows (flax's ``shard``, a reshape); read at its calls to tell."""
-        return any(isinstance(n, ast.Call) and (self._qualified(n.func) in SHARD or isinstance(n.func, ast.Attribute)
-                                                and n.func.attr == "reshape" or self.helpers.of_call(n) is not None)
+        return any(isinstance(n, ast.Call) and (self._qualified(n.func) in SHARD | {REARRANGE}
+                                                or isinstance(n.func, ast.Attribute) and n.func.attr == "reshape"
+                                                or self.helpers.of_call(n) is not None)
                    for n in ast.walk(generator))
 
     def _maps_batches(self, func: ast.FunctionDef) -> bool:
@@ -1877,7 +1913,7 @@ class DriverAnalyzer:
                           "function and not at another")
         self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops, merged)
         for made in self._reads:
-            made.add((id(node), action))
+            made.add((node, action))
 
 
 def _step_ref_used(node: ast.Name, step: str) -> Blocked:

@@ -1046,6 +1046,22 @@ class Builder:
             self._replace(test, f"not ({text})" if isinstance(test, (ast.BoolOp, ast.IfExp, ast.Lambda,
                                                                          ast.NamedExpr)) else f"not {text}")
 
+    def _drop_else(self, node: ast.If) -> None:
+        """``if plain: ... else: x = rearrange(x, ...)``, the split gone: the ``else`` (or ``elif``)
+        goes with it."""
+        src, starts = self.module.src, self.module.src.line_starts
+        first = node.orelse[0]
+        line = first.lineno
+        if not (isinstance(first, ast.If) and src.line(line).lstrip().startswith("elif")):
+            line -= 1
+            while line > node.body[-1].end_lineno and src.line(line).strip() != "else:":
+                line -= 1
+            if src.line(line).strip() != "else:" or first.lineno == line:
+                raise Blocked(node.lineno, "every statement of this `if`'s `else` goes, and the `else` is not "
+                              "written on a line of its own")
+        end = node.orelse[-1].end_lineno
+        self._delete_span(starts[line - 1], starts[end] if end < len(starts) else len(self.module.text))
+
     def _delete_span(self, start: int, end: int) -> None:
         """Delete ``[start, end)``, which holds whole statements the rewrite deletes (their own
         deletions go: one edit covers them)."""
@@ -1059,9 +1075,12 @@ class Builder:
         rewrite, which would not parse."""
         starts, deleted = self.module.src.line_starts, self._deleted
         for node in reversed(self.module.of_type(ast.If)):
+            emptied_else = bool(node.orelse) and all(id(s) in deleted for s in node.orelse)
             if not node.body or not all(id(s) in deleted for s in node.body):
+                if emptied_else:
+                    self._drop_else(node)
                 continue
-            if node.orelse:
+            if node.orelse and not emptied_else:
                 self._keep_else_alone(node)
                 continue
             start = starts[node.lineno - 1]

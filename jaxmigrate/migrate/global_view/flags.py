@@ -1,0 +1,91 @@
+"""A function's own flag parameters, given a literal at a call: the branches that call runs.
+
+A batch function written for both a pmapped and a plain caller splits its batch only where the
+caller asks (a Premchand-text GPT script's ``get_batch(..., for_pmap=True)``)::
+
+    def get_batch(split, data, block_size, batch_size, for_pmap=False):
+        if for_pmap:
+            batch_size = jax.device_count() * batch_size
+        ...
+        if for_pmap:
+            x = rearrange(x, "(d b) t -> d b t", d=jax.device_count())
+        return x, y
+
+Read at a call that passes a literal (or leaves the parameter to a literal default), an ``if`` on
+the parameter, or on ``not`` it, runs one branch: the call with ``for_pmap=True`` splits, the
+calls without never do. A parameter the function rebinds is no flag (its value at the ``if`` is
+not the call's).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from jaxmigrate.core.flow import ancestors
+
+
+def literal_flags(func: ast.FunctionDef, given: dict[str, ast.expr], defaults: bool = True) -> dict[str, bool]:
+    """The truth of each parameter of ``func`` that this call (``given``: parameter to argument)
+    binds to a literal, or leaves to a literal default (where ``defaults``: nothing else fills it),
+    and that ``func`` never binds again."""
+    args = func.args
+    left: dict[str, ast.expr] = {}
+    if defaults:
+        left = dict(zip([a.arg for a in args.args[len(args.args) - len(args.defaults):]], args.defaults))
+        left.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    rebound = _bound_in(func)
+    flags = {}
+    for param in [*args.args, *args.kwonlyargs]:
+        value = given.get(param.arg, left.get(param.arg))
+        if isinstance(value, ast.Constant) and param.arg not in rebound:
+            flags[param.arg] = bool(value.value)
+    return flags
+
+
+def branch(test: ast.expr, flags: dict[str, bool]) -> bool | None:
+    """Whether the body of an ``if`` on ``test`` runs (False: its ``else``); None where ``test`` is
+    not one of ``flags`` or ``not`` one."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if negated else test
+    if isinstance(inner, ast.Name) and inner.id in flags:
+        return flags[inner.id] != negated
+    return None
+
+
+def runs(module, node: ast.AST, func: ast.FunctionDef, flags: dict[str, bool]) -> bool:
+    """Whether ``node``, in the body of ``func``, runs at a call with ``flags``: no ``if`` (or
+    conditional expression) of ``func`` around it on a flag takes the other branch."""
+    child = node
+    for parent in ancestors(module, node):
+        if parent is func:
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return True  # a nested scope's `if` on the name reads its own binding, not the flag
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            taken = branch(parent.test, flags)
+            in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+            if taken is not None and taken != in_body:
+                return False
+        child = parent
+    return True
+
+
+def _bound_in(func: ast.FunctionDef) -> set[str]:
+    """The names ``func``'s own body binds (not its nested scopes')."""
+    bound: set[str] = set()
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue  # (its body is its own scope)
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        stack.extend(ast.iter_child_nodes(node))
+    return bound
