@@ -2356,6 +2356,23 @@ def test_a_split_in_the_else_of_a_negated_flag_is_the_flagged_calls():
     assert "rearrange(" not in fixed and "    if plain:\n        pass\n    return x, y" in fixed
 
 
+def test_steps_drawing_for_the_batch_say_the_random_streams_change():
+    """A model given a key the step makes (`rngs={"dropout": jax.random.PRNGKey(seed)}`, the same on
+    every device under pmap, as a Premchand-text GPT's `update` does) draws its masks for the whole
+    batch in the global view: the note says so, as it does for keys split per device."""
+    dropout = (FIXTURES / "flax_dropout_model.in.py").read_text()
+    own_key = dropout.replace('rngs={"dropout": dropout_rng}', 'rngs={"dropout": jax.random.PRNGKey(0)}').replace(
+        "dropout_rngs = jax.random.split(rng, jax.local_device_count())", "dropout_rngs = jax_utils.replicate(rng)")
+    assert own_key.count("PRNGKey(0)") == 2 and "jax_utils.replicate(rng)" in own_key
+    notes = plan_global(own_key).notes
+    assert any("random draws for the batch's examples (line 34)" in note and "the random streams change" in note
+               for note in notes), notes
+    split = plan_global(dropout).notes  # (the keys split per device say it already)
+    assert [note for note in split if "random streams" in note] == [
+        "per-device RNG keys become the one key they were split from: the random streams change"]
+    assert not any("random" in note for note in plan_global(_UNDER_A_FLAG).notes)
+
+
 _SIZES_WRITTEN = (FIXTURES / "batch_split_with_its_sizes_written.in.py").read_text()
 
 

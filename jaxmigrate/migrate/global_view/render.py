@@ -78,6 +78,7 @@ class Builder:
         self.fun: dict[str, ast.expr | None] = {}  # call form: the function pmap maps
         self.jitted: dict[int, ast.Call] = {}  # a pmap call's id -> the `jax.jit(...)` around it
         self.notes: set[str] = set()
+        self._keys_noted = False  # a note says the per-device keys' random streams change
         self.passed: list[ast.Name] = []  # steps passed to functions of the module (``_given_to_function``)
         self._dropped: set[int] = set()  # statements the rewrite deletes whole (a kept pad wrapper)
         self._deleted: set[int] = set()  # every statement whose lines the rewrite deletes
@@ -194,6 +195,11 @@ class Builder:
                                  removed, rewritten + [self.module.span(e.node) for e in edits.values()])
         self._drop_emptied_blocks()
         self._close_blank_gaps()
+        draws = {line for analysis in analyses.values() for line in analysis.draws}
+        if draws and not self._keys_noted:
+            self.notes.add(f"the steps' random draws for the batch's examples ({_lines(draws)}) become one draw for "
+                           "the whole batch, where pmap drew each device's slice with that device's key (the same key "
+                           "on every device, where the step makes it): the random streams change")
         return self.plan
 
     def _close_blank_gaps(self) -> None:
@@ -915,6 +921,7 @@ class Builder:
             if isinstance(name, ast.Name) and id(name) not in inside:
                 self._drop_import(name)
         if edit.action == "unfold":
+            self._keys_noted = True
             self.notes.add("per-device RNG keys (`fold_in(key, axis_index(...))`) become the one key they were "
                            "folded from: the random streams change")
             self._replace(node, self._atom(arg, node))
@@ -1149,6 +1156,7 @@ class Builder:
             named = self.namer.sharding("NamedSharding")
             spec = self.namer.sharding("PartitionSpec", "P")
             if edit.action == "key" or edit.keys:  # one key per device -> the one key they were split from
+                self._keys_noted = True
                 self.notes.add("per-device RNG keys become the one key they were split from: the random streams "
                                "change")
             if edit.action in ("replicate", "key"):

@@ -74,6 +74,8 @@ from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
 
 _HAIKU_WITH_STATE = frozenset({"haiku.transform_with_state", "haiku.multi_transform_with_state"})
 _STATE_UPDATES = frozenset({"replace", "apply_gradients"})
+# A model's keywords that give it keys to draw with: flax's `rngs=`, a Hugging Face model's `dropout_rng=`.
+_MODEL_KEYS = frozenset({"rngs", "dropout_rng"})
 
 
 @dataclass
@@ -107,6 +109,9 @@ class StepAnalysis:
 
     output: Kind = BOT
     edits: dict[int, CollectiveEdit] = field(default_factory=dict)
+    # Lines where it draws random values for the batch's examples (from a key per device, or one
+    # key every device shares): one draw covers the whole batch in the global view.
+    draws: set[int] = field(default_factory=set)
 
 
 class StepAnalyzer:
@@ -125,7 +130,6 @@ class StepAnalyzer:
         self.result = StepAnalysis()
         self._depth = 0
         self._memo: dict[tuple, Kind] = {}
-        self.keys_used = False
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -777,11 +781,10 @@ class StepAnalyzer:
             return U(f"`{qualified}` with a per-device key", node.lineno)
         shape = node.args[position] if len(node.args) > position else next(
             (k.value for k in node.keywords if k.arg == "shape"), None)
-        self.keys_used = True
-        if shape is not None and _is_shape_of_rows(shape, self, frame):
+        if shape is not None and _is_shape_of_rows(shape, self, frame) or shape is None and any(
+                flat(k) == S for k in rest):  # (shaped like its per-example arguments)
+            self.result.draws.add(node.lineno)
             return S
-        if shape is None and any(flat(k) == S for k in rest):
-            return S  # shaped like its per-example arguments
         return U(f"`{short}` draws one value per device under pmap, one in all in the global view", node.lineno)
 
     def tree_map(self, node: ast.Call, frame: Frame) -> Kind:
@@ -1060,9 +1063,10 @@ class StepAnalyzer:
         kinds = [self.expr(a, frame) for a in node.args]
         kinds += [self.expr(k.value, frame) for k in node.keywords if k.arg != "mutable"]
         if any(leaf == KEY for kind in kinds for leaf in leaves(kind)):
-            self.keys_used = True
             kinds = [R if leaf_kinds and all(leaf in (KEY, R) for leaf in leaf_kinds) else kind
                      for kind, leaf_kinds in ((kind, leaves(kind)) for kind in kinds)]
+        if any(k.arg in _MODEL_KEYS for k in node.keywords):  # (its dropout masks, drawn per example)
+            self.result.draws.add(node.lineno)
         rows = self.elementwise(kinds, node)
         hugging_face = any(k.arg == "params" for k in node.keywords)
         return Outputs() if hugging_face and rows == S else rows
@@ -1110,7 +1114,8 @@ class StepAnalyzer:
             first = min(e.node.lineno for e in analyzer.result.edits.values())
             return U(f"{where} calls a collective (line {first} there), which this fix does not rewrite in "
                      "another module", node.lineno)
-        self.keys_used = self.keys_used or analyzer.keys_used
+        if analyzer.result.draws:
+            self.result.draws.add(node.lineno)  # (the lines there are another file's)
         return _relocated(out, where, node.lineno)
 
     def _opaque(self, node: ast.Call, frame: Frame) -> Kind:
