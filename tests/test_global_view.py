@@ -2345,7 +2345,7 @@ def test_a_split_under_a_flag_is_read_only_where_a_literal_flag_decides_it(old, 
     assert_variant_blocked_for(_UNDER_A_FLAG, old, new, reason)
 
 
-def test_a_split_in_the_else_of_a_negated_flag_is_the_flagged_calls():
+def test_a_split_in_the_else_or_elif_of_a_negated_flag_is_the_flagged_calls():
     negated = _UNDER_A_FLAG.replace("def get_batch(data, rng, batch_size, for_pmap=False):",
                                     "def get_batch(data, rng, batch_size, plain=True):").replace(
         "    if for_pmap:\n        batch_size", "    if not plain:\n        batch_size").replace(
@@ -2354,6 +2354,11 @@ def test_a_split_in_the_else_of_a_negated_flag_is_the_flagged_calls():
     assert "for_pmap" not in negated
     fixed = fix(negated, set())
     assert "rearrange(" not in fixed and "    if plain:\n        pass\n    return x, y" in fixed
+    chained = _UNDER_A_FLAG.replace("    if for_pmap:\n        x = rearrange(",
+                                    "    if not for_pmap:\n        pass\n    elif for_pmap:\n        x = rearrange(")
+    assert chained != _UNDER_A_FLAG
+    fixed = fix(chained, set())
+    assert "rearrange(" not in fixed and "    if not for_pmap:\n        pass\n    return x, y" in fixed
 
 
 def test_steps_drawing_for_the_batch_say_the_random_streams_change():

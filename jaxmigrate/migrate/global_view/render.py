@@ -1037,14 +1037,11 @@ class Builder:
 
     def _keep_else_alone(self, node: ast.If) -> None:
         """``if use_pmap: <all gone> else: x = np.asarray(x)`` -> ``if not use_pmap: x = ...``."""
-        src, starts = self.module.src, self.module.src.line_starts
-        line = node.orelse[0].lineno - 1
-        while line > node.body[-1].end_lineno and src.line(line).strip() != "else:":
-            line -= 1
-        if node.body[0].lineno == node.lineno or src.line(line).strip() != "else:":
+        line = self._else_line(node)
+        if node.body[0].lineno == node.lineno or line is None:
             raise Blocked(node.lineno, "every statement of this `if`'s branch goes, and its `else` is not "
                           "written on a line of its own")
-        self._delete_span(starts[node.body[0].lineno - 1], starts[line])
+        self._delete_span(self.module.src.line_starts[node.body[0].lineno - 1], self.module.src.line_starts[line])
         test = node.test
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             self._replace(test, self.module.segment(test.operand))
@@ -1056,18 +1053,21 @@ class Builder:
     def _drop_else(self, node: ast.If) -> None:
         """``if plain: ... else: x = rearrange(x, ...)``, the split gone: the ``else`` (or ``elif``)
         goes with it."""
-        src, starts = self.module.src, self.module.src.line_starts
-        first = node.orelse[0]
-        line = first.lineno
-        if not (isinstance(first, ast.If) and src.line(line).lstrip().startswith("elif")):
-            line -= 1
-            while line > node.body[-1].end_lineno and src.line(line).strip() != "else:":
-                line -= 1
-            if src.line(line).strip() != "else:" or first.lineno == line:
-                raise Blocked(node.lineno, "every statement of this `if`'s `else` goes, and the `else` is not "
-                              "written on a line of its own")
+        starts, first = self.module.src.line_starts, node.orelse[0]
+        elif_ = isinstance(first, ast.If) and self.module.src.line(first.lineno).lstrip().startswith("elif")
+        line = first.lineno if elif_ else self._else_line(node)
+        if line is None:
+            raise Blocked(node.lineno, "every statement of this `if`'s `else` goes, and the `else` is not "
+                          "written on a line of its own")
         end = node.orelse[-1].end_lineno
         self._delete_span(starts[line - 1], starts[end] if end < len(starts) else len(self.module.text))
+
+    def _else_line(self, node: ast.If) -> int | None:
+        """The line of ``node``'s ``else:``, where it is written alone on its line."""
+        src, line = self.module.src, node.orelse[0].lineno - 1
+        while line > node.body[-1].end_lineno and src.line(line).strip() != "else:":
+            line -= 1
+        return line if src.line(line).strip() == "else:" else None
 
     def _delete_span(self, start: int, end: int) -> None:
         """Delete ``[start, end)``, which holds whole statements the rewrite deletes (their own
@@ -1078,8 +1078,9 @@ class Builder:
     def _drop_emptied_blocks(self) -> None:
         """An ``if`` whose every statement goes goes too (``if use_pmap: x = x.reshape(...)``, the
         reshape now gone, in a program of two modes), innermost first; one with an ``else`` keeps
-        the ``else``'s statements under the negated test. Any other block left empty blocks the
-        rewrite, which would not parse."""
+        the ``else``'s statements under the negated test. An ``else`` whose every statement goes
+        goes (a split under ``not`` a flag). Any other block left empty blocks the rewrite, which
+        would not parse."""
         starts, deleted = self.module.src.line_starts, self._deleted
         for node in reversed(self.module.of_type(ast.If)):
             emptied_else = bool(node.orelse) and all(id(s) in deleted for s in node.orelse)
