@@ -397,6 +397,32 @@ def test_a_step_bound_where_both_modes_run_too_blocks_the_pmap_mode():
         "predict_fn = jax.pmap", "is bound where both modes run too")
 
 
+def step_taking_its_defs_name_in_each_mode(text: str) -> str:
+    """``text`` (the program of two modes) with its evaluation step a def of `main` that each mode
+    rebinds: `predict = jax.pmap(predict, ...)` under the flag, `predict = jax.jit(predict)` in the
+    `else` (a cold-chain routing model's and an excited-state VMC driver's `train_step`)."""
+    module_def = 'def predict(params, x):\n    return jnp.tanh(x @ params["w"]) @ params["v"]\n\n\n'
+    modes = ('    if use_pmap:\n        params = jax.device_put_replicated(params, jax.local_devices())\n'
+             '        predict_fn = jax.pmap(predict, axis_name="batch")\n    else:\n        predict_fn = jax.jit(predict)\n')
+    changed = text.replace(module_def, "").replace(modes, (
+        '    def predict(params, x):\n        return jnp.tanh(x @ params["w"]) @ params["v"]\n\n' + modes.replace(
+            "predict_fn = ", "predict = "))).replace("predictions = predict_fn(", "predictions = predict(")
+    assert changed.count("predict_fn") == 0 and changed.count("def predict") == 1
+    return changed
+
+
+def test_a_step_taking_its_defs_name_in_each_mode_is_the_pmap_modes():
+    """The def is bound where both modes run, but each mode rebinds its name to its own transform of
+    it: reads after the `if` are that mode's, and the `else`'s `jax.jit(predict)` reads the def."""
+    fixed = fix(step_taking_its_defs_name_in_each_mode(_TWO_MODES), set())
+    assert '        predict = jax.jit(predict)\n    else:\n        predict = jax.jit(predict)\n' in fixed
+    assert "    predictions = predict(params, test_x)\n\n    return" in fixed
+    # Rebound in the pmap mode alone, the def is what the other mode calls: the call blocks.
+    assert_variant_blocks(step_taking_its_defs_name_in_each_mode(_TWO_MODES),
+                          "    else:\n        predict = jax.jit(predict)\n", "",
+                          "predictions = predict(", "the step is called here in both modes")
+
+
 def _modes(text: str) -> list[str]:
     from jaxmigrate.core.module import as_module
     from jaxmigrate.migrate._pmap_sites import planner_of

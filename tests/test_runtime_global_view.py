@@ -21,7 +21,7 @@ from jaxmigrate.lint.checker import fix_text
 from jaxmigrate.lint.registry import all_rules
 from jaxmigrate.runtime_checks import verify
 from jaxmigrate.runtime_checks.report import render_text
-from test_global_view import ATTENTION_BY_MATMUL
+from test_global_view import ATTENTION_BY_MATMUL, step_taking_its_defs_name_in_each_mode
 
 pytestmark = pytest.mark.runtime
 
@@ -611,6 +611,22 @@ def test_the_mode_without_pmap_of_a_program_of_two_modes_runs_as_before(tmp_path
     assert "        params, loss = train_step(params, x, y)\n            losses.append(float(loss))\n" \
         in new.read_text()
     report = verify(old, new, ["main"], devices=8, timeout=240)
+    assert report.equal, render_text(report)
+
+
+@pytest.mark.parametrize("use_pmap", [True, False])
+def test_a_step_taking_its_defs_name_in_each_mode_matches_the_original(use_pmap, tmp_path, legacy_python):
+    """`predict = jax.pmap(predict, ...)` under the flag, `predict = jax.jit(predict)` in the
+    `else`: each mode of the migrated program gives the original's results (the pmap mode's old
+    side on JAX 0.4.30, for its `device_put_replicated`)."""
+    old = tmp_path / "old.py"
+    text = step_taking_its_defs_name_in_each_mode(OLD["global_pmap_or_jit_by_flag"].read_text())
+    old.write_text(text if use_pmap else text.replace("use_pmap=True", "use_pmap=False"))
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "        predict = jax.jit(predict)\n    else:\n        predict = jax.jit(predict)\n" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old" if use_pmap else None,
+                    old_python=legacy_python if use_pmap else None, timeout=240)
     assert report.equal, render_text(report)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.core.flow import reads_of
+from jaxmigrate.core.flow import ancestors, enclosing_scope, loop_between, reads_of
 from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
 from jaxmigrate.migrate.global_view.commented_call import LOST
 from jaxmigrate.migrate.global_view.kinds import Blocked
@@ -92,13 +92,34 @@ def every_device(module, value: ast.expr, line: int) -> bool:
 
 def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
     """The def ``name`` (pmap's function) is: its one binding, or, for ``f = jax.pmap(f, ...)``
-    (the step rebinding its own def's name, as brax's trainers write it), the def bound above."""
+    (the step rebinding its own def's name, as brax's trainers write it), the def bound above --
+    which a binding in the other branch of an ``if`` around the pmap does not change
+    (``if is_replicated: f = jax.pmap(f, ...)`` / ``else: f = jax.jit(f)``)."""
     bindings = module.names.bindings(name)
     defs = [b.node for b in bindings if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.FunctionDef)]
     rebinding = [b for b in bindings if isinstance(b, ValueBinding) and b.value is call]
-    if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) and defs[0].lineno < call.lineno:
+    elsewhere = [b for b in bindings if isinstance(b, ValueBinding) and in_other_branch(module, b.value, call)]
+    if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) + len(elsewhere) \
+            and defs[0].lineno < call.lineno:
         return defs[0]
     return None
+
+
+def in_other_branch(module, node: ast.AST, other: ast.AST) -> bool:
+    """Whether ``node`` and ``other`` are in the two branches of one ``if``, run once (no loop around
+    it in its function): where one runs, the other does not."""
+    around_other = ancestors(module, other)
+    child = node
+    for around in ancestors(module, node):
+        if isinstance(around, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
+            return False
+        if isinstance(around, ast.If) and around in around_other:
+            other_child = next(c for c in [other, *around_other] if module.parent_of(c) is around)
+            apart = (child in around.body) != (other_child in around.body) and child is not around.test \
+                and other_child is not around.test
+            return apart and loop_between(module, around, enclosing_scope(module, around)) is None
+        child = around
+    return False
 
 
 def made_def_of(module, name: ast.Name | ast.Call, line: int) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:

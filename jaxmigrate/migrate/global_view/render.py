@@ -39,6 +39,7 @@ from jaxmigrate.migrate.global_view.options import (
     def_of,
     every_device,
     factory_of,
+    in_other_branch,
     made_def_of,
     partial_of,
     read_options,
@@ -547,7 +548,7 @@ class Builder:
                 raise Blocked(app.line, f"the pmapped function is {where}, not assigned to a name whose calls "
                               "this fix can follow")
             if isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name):
-                self._one_mode(assign, assign.targets[0].id)
+                self._one_mode(assign, assign.targets[0].id, fun)
             func = def_of(self.module, fun, call) if isinstance(fun, ast.Name) else fun if isinstance(fun, ast.Lambda) \
                 else None
             if self.module.has_comment(call) and (made is not call or isinstance(fun, ast.Lambda)):
@@ -660,7 +661,10 @@ class Builder:
                 continue
             bindings = module.names.bindings(call.func) if isinstance(call.func, ast.Name) else []
             own = [b for b in bindings if binding_node(b) is not None and runs_only_in(module, binding_node(b), mode)]
-            if not (own and all(b in own or runs_only_outside(module, binding_node(b), mode) for b in bindings)):
+            other = [b for b in bindings if binding_node(b) is not None
+                     and runs_only_outside(module, binding_node(b), mode)]
+            if not (own and all(b in own or b in other or self._rebound_by_each_mode(b, own, other, call)
+                                for b in bindings)):
                 raise Blocked(call.lineno, "the step is called here in both modes of the program, and the mode "
                               "without pmap calls it with values laid out its own way")
         for node in module.of_type(ast.Call):
@@ -670,20 +674,40 @@ class Builder:
                 raise Blocked(node.lineno, f"`{qualified}` binds an axis too: the step's collectives may run in the "
                               "program's other mode, which the global view does not rewrite")
 
-    def _one_mode(self, statement: ast.stmt, name: str) -> None:
+    def _rebound_by_each_mode(self, binding, own: list, other: list, call: ast.Call) -> bool:
+        """Whether ``binding`` (a def) is bound again in both branches of one ``if`` between it and
+        ``call``, a branch each mode runs (``predict = jax.pmap(predict, ...)`` / ``else: predict =
+        jax.jit(predict)``): no read at ``call`` sees it."""
+        module, node = self.module, binding_node(binding)
+        if not isinstance(node, ast.FunctionDef):
+            return False
+        for mine, theirs in ((binding_node(a), binding_node(b)) for a in own for b in other):
+            if not in_other_branch(module, mine, theirs):
+                continue
+            branch = next(n for n in ancestors(module, mine) if isinstance(n, ast.If) and n in ancestors(module, theirs))
+            scope = enclosing_scope(module, branch)
+            if enclosing_scope(module, node) is scope and enclosing_scope(module, call) is scope \
+                    and node.end_lineno < branch.lineno and call.lineno > branch.end_lineno:
+                return True
+        return False
+
+    def _one_mode(self, statement: ast.stmt, name: str, mapped: ast.expr | None = None) -> None:
         """A step made under an `if` whose name the same function binds to something else too
         (`if use_pmap and n_devices > 1: step_fn = jax.pmap(...)` / `else: step_fn = jax.jit(...)`,
         or a `def` decorated either way): the program runs in one of two modes chosen at run time,
         which the analysis does not follow (the values it lays out are replicated in one mode
         only). Said as such, rather than as whatever in the other mode blocks first. Read in its
         pmap mode (``modes``), a step whose name is bound otherwise only where that mode skips is
-        that mode's."""
+        that mode's, and so is one that takes the name of the def it maps (``train_step =
+        jax.pmap(train_step, ...)`` in one branch, ``jax.jit(train_step)`` in the other)."""
         scope_node = enclosing_scope(self.module, statement)
         scope = self.module.names.scope_opened_by(scope_node)
         bound = [binding_node(b) for b in (scope.bindings.get(name, ()) if scope is not None else ())]
         if self.mode is not None and runs_only_in(self.module, statement, self.mode):
+            maps = {id(binding_node(b)) for b in self.module.names.bindings(mapped)} \
+                if isinstance(mapped, ast.Name) and mapped.id == name else set()
             shared = [node for node in bound if node is not None and node is not statement
-                      and node is not getattr(statement, "value", None)
+                      and node is not getattr(statement, "value", None) and id(node) not in maps
                       and not runs_only_outside(self.module, node, self.mode)]
             if not shared:
                 return  # bound otherwise in the other mode alone
@@ -747,8 +771,8 @@ class Builder:
         if node is fun:
             return  # `f = jax.pmap(f, ...)`: the def pmap maps
         if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
-                   for b in self.module.names.bindings(node)):
-            return
+                   for b in self.module.names.bindings(node)) or in_other_branch(self.module, node, step.binding):
+            return  # (in the other branch of an `if` around the pmap, the name is what that branch binds)
         parent = self.module.parent_of(node)
         if self._given_to_function(node):
             self.passed.append(node)  # the driving code's analysis reads that function's calls of it
