@@ -2063,6 +2063,26 @@ def test_the_finding_of_a_step_left_unused_names_it_and_offers_no_global_view_fi
     assert left.fix is None or not left.fix.whole_module
 
 
+def test_a_step_the_main_block_makes_and_never_uses_is_left_unused_too():
+    """The same script run from its `if __name__ == "__main__":` block, as a Kaggle text
+    classifier writes it: no importer runs that block, so its unused `p_eval_step` is dead code
+    too. Bound at a module's top level outside that block, an importer may call it: it blocks."""
+    ending = '    return {"params": jax_utils.unreplicate(state).params, "losses": get_metrics(train_metrics)["loss"]}\n'
+    script = _UNUSED_STEP.replace("def main():\n", 'if __name__ == "__main__":\n').replace(
+        ending + '\n\nif __name__ == "__main__":\n    main()\n',
+        '    print(jax_utils.unreplicate(state).params, get_metrics(train_metrics)["loss"])\n')
+    assert "def main" not in script and script.count("__main__") == 1
+    findings = {f.line: f for f in lint_text(script, "x.py", JM101, TARGET) if f.code == "JM101"}
+    lines = script.splitlines()
+    left = next(f for line, f in findings.items() if lines[line - 1].lstrip().startswith("p_eval_step ="))
+    assert "`p_eval_step` is made in the `__main__` block and never used" in left.message, left.message
+    fixed = fix(script, set())
+    assert "p_train_step = jax.jit(train_step, donate_argnums=(0,))" in fixed
+    assert 'p_eval_step = jax.pmap(eval_step, "batch")  # left: never used' in fixed
+    top_level = script.replace('if __name__ == "__main__":\n', "if True:\n")
+    assert not plan_global(top_level).possible
+
+
 _ONTO_A_MESH = (FIXTURES / "replicated_onto_a_mesh.in.py").read_text()
 _NOT_MADE = "argument 1 of `train_step` (`params`) is not made by a replicate"
 

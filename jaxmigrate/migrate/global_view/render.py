@@ -240,10 +240,11 @@ class Builder:
             self.plan.edits.append(Edit(end, starts[below], ""))
 
     def _leave_unused(self) -> None:
-        """A step a function makes and never uses (``p_eval_step = jax.pmap(eval_step)`` in a
-        ``main`` that never evaluates) is dead code, with no values known for it: it keeps pmap
-        (its finding says why) and the module's other steps move without it. Only beside a step
-        that is used: with none, nothing moves and the reason stays the finding's."""
+        """A step a function (or the ``__main__`` block, which no importer runs) makes and never
+        uses (``p_eval_step = jax.pmap(eval_step)`` in a ``main`` that never evaluates) is dead
+        code, with no values known for it: it keeps pmap (its finding says why) and the module's
+        other steps move without it. Only beside a step that is used: with none, nothing moves and
+        the reason stays the finding's."""
         unused, dead = {}, {}
         for name, step in self.steps.items():
             assign = self.module.parent_of(step.binding)
@@ -252,11 +253,14 @@ class Builder:
                     or not isinstance(assign.targets[0], ast.Name):
                 continue
             owner, target = enclosing_scope(self.module, step.binding), assign.targets[0].id
-            if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) or self.module.names.declared_shared(target):
+            in_main = isinstance(owner, ast.Module) and any(map(is_main_guard, ancestors(self.module, assign)))
+            if not (isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) or in_main) \
+                    or self.module.names.declared_shared(target):
                 continue
             again = self._overwritten(step)
             if not reads_of(self.module, target, step.binding):
-                unused[name] = f"`{target}` is made in `{owner.name}` and never used (delete it if it is not needed)"
+                where = "the `__main__` block" if in_main else f"`{owner.name}`"
+                unused[name] = f"`{target}` is made in {where} and never used (delete it if it is not needed)"
             elif again is not None and self._own_lines(assign):
                 dead[name] = (assign, again)  # dead code, a pmap that runs nothing: it goes
             elif again is not None:
