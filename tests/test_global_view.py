@@ -2110,6 +2110,13 @@ def test_copies_laid_out_on_a_mesh_of_every_device_are_a_replication_in_one_proc
     assert_blocks_at(several, "params, loss = train_step(", _NOT_MADE)
 
 
+def test_a_mesh_naming_its_one_axis_by_a_string_lays_copies_out_one_per_device_too():
+    """`Mesh(np.array(devices), "d")`, as a plain-JAX GPT-2 writes its replication's mesh."""
+    text = _ONTO_A_MESH.replace('Mesh(np.array(devices), ("d",))', 'Mesh(np.array(devices), "d")')
+    assert text != _ONTO_A_MESH and plan_global(text).possible, plan_global(text).blocker
+    assert_variant_blocks(text, 'P("d"))\n', 'P("e"))\n', "params, loss = train_step(", _NOT_MADE)
+
+
 _GIVEN_DEVICES = (FIXTURES / "replicated_by_a_helper_given_devices.in.py").read_text()
 
 

@@ -399,9 +399,10 @@ class DeviceAxisShapes:
             and self.is_split_over_every_local_device(body.args[1])
 
     def is_split_over_every_local_device(self, node: ast.expr) -> bool:
-        """``NamedSharding(Mesh(devices, ("d",)), P("d"))`` with ``devices`` every local device (maybe
-        in ``np.array(...)``; each part maybe a name bound once to it): a leading axis laid out one
-        slice per local device, as pmap's arguments are. (Their order does not matter to copies.)"""
+        """``NamedSharding(Mesh(devices, ("d",)), P("d"))`` (or ``Mesh(devices, "d")``) with ``devices``
+        every local device (maybe in ``np.array(...)``; each part maybe a name bound once to it): a
+        leading axis laid out one slice per local device, as pmap's arguments are. (Their order does
+        not matter to copies.)"""
         sharding = self._bound(node)
         if not (self._call_of(sharding, _NAMED_SHARDINGS) and len(sharding.args) == 2):
             return False
@@ -410,9 +411,10 @@ class DeviceAxisShapes:
                 and self._call_of(spec, _SPECS) and len(spec.args) == 1):
             return False
         devices, axes, axis = mesh.args[0], mesh.args[1], spec.args[0]
-        return self.is_every_local_device(devices) and isinstance(axes, (ast.Tuple, ast.List)) \
-            and len(axes.elts) == 1 and isinstance(axes.elts[0], ast.Constant) and isinstance(axis, ast.Constant) \
-            and isinstance(axis.value, str) and axes.elts[0].value == axis.value
+        if isinstance(axes, (ast.Tuple, ast.List)) and len(axes.elts) == 1:
+            axes = axes.elts[0]  # (`Mesh(devices, "d")` names its one axis so too)
+        return self.is_every_local_device(devices) and isinstance(axes, ast.Constant) \
+            and isinstance(axis, ast.Constant) and isinstance(axis.value, str) and axes.value == axis.value
 
     def _call_of(self, node: ast.expr, qualified: frozenset[str] | set[str]) -> bool:
         """``node`` calls one of ``qualified`` with positional arguments only."""
