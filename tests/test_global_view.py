@@ -1032,6 +1032,32 @@ def test_rows_merged_in_a_loss_and_batches_a_function_splits(old, new, marker, r
     assert_variant_blocks(_TOKENS, old, new, marker, reason)
 
 
+def test_the_dtype_of_a_per_example_array_is_every_devices():
+    """`.astype(x.dtype)` of per-example values (a layer norm computed in float32 and cast back):
+    the dtype is the same on every device and globally, as the rank is."""
+    text = _TOKENS.replace('    x = jnp.tanh(x @ params["hidden"])\n',
+                           '    x = jnp.tanh(x.astype(jnp.float32) @ params["hidden"]).astype(x.dtype)\n')
+    assert text != _TOKENS and plan_global(text).possible, plan_global(text).blocker
+
+
+@pytest.mark.parametrize(("argument", "possible"), [
+    ("jnp.asarray(xb, dtype=jnp.int32)", True),
+    ("np.array(xb)", True),
+    ("xb.astype(np.int32)", True),
+    ("xb.astype(dtype=np.int32)", True),
+    ("jnp.asarray(xb, order=\"F\")", False),  # (a keyword other than the dtype)
+    ("xb.view(np.int32)", False),  # (a reinterpretation, not a conversion of each element)
+])
+def test_a_split_batch_converted_element_by_element_is_the_same_split(argument, possible):
+    text = _TOKENS.replace("p_update(params, opt_state, xb, yb)", f"p_update(params, opt_state, {argument}, yb)")
+    assert text != _TOKENS
+    view = plan_global(text)
+    assert view.possible is possible, view.blocker
+    if possible:  # (the layout around the conversion, however the lines are wrapped)
+        squashed = "".join(fix(text, set()).split())
+        assert "".join(f'NamedSharding(mesh, P("batch")), {argument}'.split()) in squashed
+
+
 _VMAPPED = (FIXTURES / "per_example_model_vmapped.in.py").read_text()
 _VMAPPED_LOSS = "    logits = jax.vmap(predict, in_axes=(None, 0, None))(params, x, TIME)\n"
 

@@ -630,6 +630,33 @@ def test_a_step_taking_its_defs_name_in_each_mode_matches_the_original(use_pmap,
     assert report.equal, render_text(report)
 
 
+CONVERTED_SPLITS = {
+    # the layout where the split was made, then the global array converted
+    "global_batch_split_with_its_sizes_written": (
+        "params, loss = p_train_step(params, x, images, labels)",
+        "params, loss = p_train_step(params, jnp.asarray(x, dtype=jnp.float32), images.astype(np.float32), labels)"),
+    # the batch function's split gone, the converted host batch laid out at the call
+    "global_token_rows_merged_in_the_loss": (
+        "params, opt_state, loss = p_update(params, opt_state, xb, yb)",
+        "params, opt_state, loss = p_update(params, opt_state, jnp.asarray(xb, dtype=jnp.int32), yb.astype(np.int32))"),
+}
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("case", sorted(CONVERTED_SPLITS))
+def test_a_split_batch_converted_before_the_step_matches_pmap(case, processes, tmp_path):
+    """`jnp.asarray(x, dtype=...)` / `x.astype(...)` of a batch split per device (a plain-JAX GPT-2
+    casts its token batches so after `shard_batch`): the same split of the converted batch, on 8
+    devices and as 2 processes of 2."""
+    old, new = migrated_variant(tmp_path, case, *CONVERTED_SPLITS[case])
+    assert "jnp.asarray(x" in new.read_text() or "jnp.asarray(xb" in new.read_text()
+    if processes == 2:
+        assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+        return
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
+
 def test_attention_written_with_matmul_matches_pmap(tmp_path):
     """`q @ k.transpose(0, 1, 3, 2)` and `weights @ v` of four-axis per-example arrays, as a
     hand-written transformer computes attention: the product broadcasts the batch axis."""

@@ -143,6 +143,7 @@ UNREPLICATE = frozenset({"flax.jax_utils.unreplicate"})
 GET_METRICS = "flax.training.common_utils.get_metrics"
 PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
+_CONVERSIONS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("array", "asarray"))
 # Calls that run a function as the program, with the command line (host values) for arguments.
 APP_RUN = frozenset({"absl.app.run", "fire.Fire", "typer.run", "tyro.cli"})
 # Decorators that make a function the program's entry point, called with its configuration.
@@ -1341,6 +1342,10 @@ class DriverAnalyzer:
         fetched = self.expr(arg, env) if qualified == "jax.device_get" and arg is not None else None
         if fetched in (DREP, OWN_MEAN):
             return fetched  # (the same values, on the host)
+        converted = self._converted(node, qualified)
+        split = self.expr(converted, env) if converted is not None else None
+        if split in (DSHARD, SOURCED):
+            return split  # `jnp.asarray(x, dtype=jnp.int32)`: each row as it was
         if arg is not None and (qualified in STACKS or self.names.builtin(func) == "sum") \
                 and self.expr(arg, env) == OWN_MEANS:
             return OWN_MEAN  # `jnp.stack(losses)`, `sum(losses)`: the means of each device still apart
@@ -1532,6 +1537,18 @@ class DriverAnalyzer:
             self._host(node.args[1], env)
             return HOST  # (its fields are the same in both views)
         return self._generic(node, env)
+
+    def _converted(self, node: ast.Call, qualified: str | None) -> ast.expr | None:
+        """What ``node`` makes an array of, element by element (``jnp.asarray(x, dtype=jnp.int32)``,
+        ``np.array(x)``, ``x.astype(np.float32)``): a split batch converted so is the same split of
+        the converted batch, in either view."""
+        if qualified in _CONVERSIONS and len(node.args) == 1 and all(k.arg == "dtype" for k in node.keywords):
+            return node.args[0]
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "astype" and len(node.args) + len(node.keywords) == 1 \
+                and all(k.arg == "dtype" for k in node.keywords):
+            return func.value
+        return None
 
     def _replaced(self, node: ast.Call, env: dict):
         """``state.replace(batch_stats=synced)`` (a flax struct's, ``_replace`` a named tuple's): a

@@ -490,8 +490,8 @@ class StepAnalyzer:
         if isinstance(raw, Outputs):
             return S  # `outputs.logits`
         base = flat(raw, node.lineno)
-        if base == S and node.attr == "ndim":
-            return R  # (the rank: the device's slice has the global array's)
+        if base == S and node.attr == "ndim" or node.attr == "dtype" and base != BOT and not isinstance(base, U):
+            return R  # (the rank: the device's slice has the global array's; the dtype: every device's)
         if base == S and node.attr in ("shape", "size", "T", "mT"):
             return U(f"`.{node.attr}` of a per-device slice of the batch is not its global `.{node.attr}`",
                      node.lineno)
