@@ -1058,6 +1058,21 @@ def test_a_split_batch_converted_element_by_element_is_the_same_split(argument, 
         assert "".join(f'NamedSharding(mesh, P("batch")), {argument}'.split()) in squashed
 
 
+_CONV_NET = (FIXTURES / "conv_net_written_with_lax.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param('padding="SAME",\n', 'padding="SAME",\n        batch_group_count=2,\n',
+                 "whose batch is not the first axis", id="examples convolved in groups"),
+    pytest.param('("NHWC", "HWIO", "NHWC")', '("HNWC", "HWIO", "NHWC")', "whose batch is not the first axis",
+                 id="the batch not the input's first axis"),
+    pytest.param("tuple(range(1, probs.ndim))", "tuple(range(0, probs.ndim))", "`sum` over the batch axis",
+                 id="every axis, the batch's too"),
+])
+def test_a_convolution_or_a_reduction_over_the_batch_axis_blocks(old, new, reason):
+    assert_variant_blocks(_CONV_NET, old, new, "grads = lax.pmean(", reason)
+
+
 _VMAPPED = (FIXTURES / "per_example_model_vmapped.in.py").read_text()
 _VMAPPED_LOSS = "    logits = jax.vmap(predict, in_axes=(None, 0, None))(params, x, TIME)\n"
 

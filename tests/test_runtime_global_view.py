@@ -44,7 +44,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "step_bound_again_before_use", "per_example_model_vmapped", "embedding_rows_summed",
     "comments_in_the_pmap_call", "batches_split_by_einops", "batch_split_with_its_sizes_written",
     "optimizer_bound_by_partial", "attention_written_in_jax_numpy", "pmap_or_jit_by_flag",
-    "matmul_attention_given_its_arrays", "batches_split_under_a_flag",
+    "matmul_attention_given_its_arrays", "batches_split_under_a_flag", "conv_net_written_with_lax",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -52,7 +52,7 @@ OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / 
 # the real flax 0.8.5 for the flax-style loop (its replicate calls device_put_replicated).
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
           "global_named_scope_in_step", "global_static_arguments", "global_local_axis_name",
-          "global_mean_written_out", "global_pmap_or_jit_by_flag"}
+          "global_mean_written_out", "global_pmap_or_jit_by_flag", "global_conv_net_written_with_lax"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
@@ -100,7 +100,7 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_batches_split_by_einops": "['params']", "global_batch_split_with_its_sizes_written": "['params']",
           "global_optimizer_bound_by_partial": "['params']", "global_attention_written_in_jax_numpy": "['params']",
           "global_pmap_or_jit_by_flag": "['params']", "global_matmul_attention_given_its_arrays": "['params']",
-          "global_batches_split_under_a_flag": "['params']"}
+          "global_batches_split_under_a_flag": "['params']", "global_conv_net_written_with_lax": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's

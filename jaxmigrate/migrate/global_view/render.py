@@ -1469,10 +1469,13 @@ def _every_axis_zero(value) -> bool:
 
 
 def _arithmetic(node: ast.expr) -> bool:
-    """Names and numbers joined by arithmetic (``per_device = batch_size // n_devices``): reading
-    it has no effect, so a binding of it no one reads can go."""
+    """Names, numbers and an array's sizes (``x.shape[0]``) joined by arithmetic (``per_device =
+    images.shape[0] // n_devices``): reading it has no effect, so a binding of it no one reads can go."""
     if isinstance(node, ast.BinOp):
         return _arithmetic(node.left) and _arithmetic(node.right)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return isinstance(node.value.value, ast.Name) and isinstance(node.slice, ast.Constant) \
+            and type(node.slice.value) is int
     return isinstance(node, ast.Name) or isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 

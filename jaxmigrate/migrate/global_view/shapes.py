@@ -37,6 +37,7 @@ _DEVICE_PUT_SHARDED, _DEVICE_PUT_REPLICATED = "jax.device_put_sharded", "jax.dev
 LOCAL_DEVICE_COUNT = "jax.local_device_count"
 _DEVICE_COUNT = frozenset({"jax.device_count", "jax.lib.xla_bridge.device_count"})
 _DEVICE_PUT = "jax.device_put"
+_FETCHES = frozenset({"jax.device_get", "numpy.asarray", "numpy.array"})
 _NAMED_SHARDINGS = frozenset({"jax.sharding.NamedSharding", "jax.NamedSharding"})
 _MESH = "jax.sharding.Mesh"
 _SPECS = frozenset({"jax.sharding.PartitionSpec", "jax.P"})
@@ -66,8 +67,8 @@ class DeviceAxisShapes:
         if isinstance(body, ast.Subscript) and is_name(body.value, x) and is_zero(body.slice):
             return "index"
         if isinstance(body, ast.Call) and len(body.args) == 1 and not body.keywords \
-                and self.names.qualified_name(body.func) == "jax.device_get" and self.leaf_action(body.args[0], x) == "index":
-            return "fetch"  # `jax.device_get(x[0])`: device 0's copy, on the host
+                and self.names.qualified_name(body.func) in _FETCHES and self.leaf_action(body.args[0], x) == "index":
+            return "fetch"  # `jax.device_get(x[0])`, `np.asarray(x[0])`: device 0's copy, on the host
         if isinstance(body, ast.Call) and self._is_repeat(body, x):
             return "replicate"
         if isinstance(body, ast.Call) and is_name(body.args[0] if body.args else None, x):

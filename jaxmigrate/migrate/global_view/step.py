@@ -74,6 +74,9 @@ from jaxmigrate.names import PARTIAL, OpaqueBinding, ValueBinding
 
 _HAIKU_WITH_STATE = frozenset({"haiku.transform_with_state", "haiku.multi_transform_with_state"})
 _STATE_UPDATES = frozenset({"replace", "apply_gradients"})
+# lax's convolutions: the positions of their `dimension_numbers` and `batch_group_count` (None: none).
+_CONVOLUTIONS = {"jax.lax.conv_general_dilated": (6, 8), "jax.lax.conv": (None, None),
+                 "jax.lax.conv_with_general_padding": (None, None), "jax.lax.conv_transpose": (5, None)}
 # A model's keywords that give it keys to draw with: flax's `rngs=`, a Hugging Face model's `dropout_rng=`.
 _MODEL_KEYS = frozenset({"rngs", "dropout_rng"})
 
@@ -923,10 +926,30 @@ class StepAnalyzer:
             (k.value for k in node.keywords if k.arg == name), None)
         if value is None:
             return False, None
+        if self._past_the_first(self._bound_once(value)):
+            return True, (1,)  # `axis=tuple(range(1, x.ndim))`: every axis but the batch's (feature axes)
         try:
             return True, ast.literal_eval(value)
         except ValueError:
             return True, "?"
+
+    def _past_the_first(self, node: ast.expr) -> bool:
+        """``tuple(range(1, n))`` (or ``list(...)``, or the range itself): axes that skip the first."""
+        if isinstance(node, ast.Call) and self.names.builtin(node.func) in ("tuple", "list") \
+                and len(node.args) == 1 and not node.keywords:
+            node = node.args[0]
+        return isinstance(node, ast.Call) and self.names.builtin(node.func) == "range" and len(node.args) == 2 \
+            and not node.keywords and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int \
+            and node.args[0].value >= 1
+
+    def _bound_once(self, node: ast.expr) -> ast.expr:
+        """What a name bound once to a value holds (``axes = tuple(range(1, probs.ndim))``); any
+        other expression itself."""
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
+                return bindings[0].value
+        return node
 
     def _library(self, node: ast.Call, qualified: str, frame: Frame) -> Kind:
         module, _, short = qualified.rpartition(".")
@@ -948,6 +971,10 @@ class StepAnalyzer:
         if module == "jax.numpy" and short in REDUCTIONS or module in ("jax.numpy", "jax.nn", "jax.scipy.special") \
                 and short in OTHER_REDUCTIONS and qualified not in AXIS_ARGUMENT:
             return self._reduction(node, short, first, args[1:], axis_position=1)
+        if qualified in _CONVOLUTIONS and first == S and len(args) >= 2 and all(flat(a) == R for a in args[1:]):
+            # (the kernel and the options the same everywhere)
+            return S if self._batch_first(node, qualified) else U(
+                f"`{short}` whose batch is not the first axis of its input and output, or is grouped", node.lineno)
         if qualified in ROWWISE:
             if qualified in ("jax.numpy.dot", "jax.numpy.matmul"):
                 return self.binop(args[0], ast.MatMult(), args[1], node) if len(args) == 2 else U(
@@ -961,6 +988,25 @@ class StepAnalyzer:
             return R
         return U(f"`{qualified}` of per-device values is not known to treat examples independently",
                  node.lineno)
+
+    @staticmethod
+    def _batch_first(node: ast.Call, qualified: str) -> bool:
+        """A convolution that takes each example alone: its input's and output's batch dimension
+        the first (``dimension_numbers`` absent, None, or specs written ``("NHWC", "HWIO", "NHWC")``),
+        and no ``batch_group_count`` but 1, which would convolve groups of examples together."""
+        numbers_at, groups_at = _CONVOLUTIONS[qualified]
+        def argument(position, name):
+            given = node.args[position] if position is not None and len(node.args) > position else None
+            return given if given is not None else next((k.value for k in node.keywords if k.arg == name), None)
+        groups = argument(groups_at, "batch_group_count")
+        if groups is not None and not (isinstance(groups, ast.Constant) and groups.value == 1):
+            return False
+        numbers = argument(numbers_at, "dimension_numbers")
+        if numbers is None or isinstance(numbers, ast.Constant) and numbers.value is None:
+            return True  # (lax's default, NCHW: the batch first)
+        specs = numbers.elts if isinstance(numbers, (ast.Tuple, ast.List)) and len(numbers.elts) == 3 else []
+        return bool(specs) and all(isinstance(spec, ast.Constant) and isinstance(spec.value, str) for spec in specs) \
+            and specs[0].value[:1] == "N" and specs[2].value[:1] == "N"
 
     def _reduction(self, node: ast.Call, short: str, first: Kind, rest: list[Kind], axis_position: int) -> Kind:
         for other in rest:
