@@ -1865,14 +1865,17 @@ _ABSL_APP = (FIXTURES / "run_by_absl_app.in.py").read_text()
 
 
 @pytest.mark.parametrize(("module", "run"), [("fire", "fire.Fire(main)"), ("typer", "typer.run(main)"),
-                                           ("tyro", "tyro.cli(main)"), ("hydra", "main()")])
-def test_a_main_run_by_fire_typer_tyro_or_hydra_is_an_entry_point_as_one_run_by_absl_app(module, run):
+                                           ("tyro", "tyro.cli(main)"), ("hydra", "main()"), ("click", "main()")])
+def test_a_main_run_by_fire_typer_tyro_hydra_or_click_is_an_entry_point_as_one_run_by_absl_app(module, run):
     text = _ABSL_APP.replace("from absl import app\n", f"import {module}\n").replace(
         '        raise app.UsageError("Too many command-line arguments.")', '        raise ValueError(argv)').replace(
         "    app.run(main)", f"    {run}")
     if module == "hydra":  # the decorator hands main its configuration, which `main()` does not pass
         text = text.replace('def main(argv=("train",)):', '@hydra.main(config_path=None, config_name="train", '
                             'version_base=None)\ndef main(argv):')
+    if module == "click":  # the command parses its options from the command line
+        text = text.replace('def main(argv=("train",)):', '@click.command()\n@click.option("--argv", multiple=True)'
+                            '\ndef main(argv):')
     assert run in text and "app." not in text.split('"""')[2]
     assert plan_global(text).possible, plan_global(text).blocker
     fixed = fix(text, set())

@@ -147,7 +147,7 @@ _CONVERSIONS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("a
 # Calls that run a function as the program, with the command line (host values) for arguments.
 APP_RUN = frozenset({"absl.app.run", "fire.Fire", "typer.run", "tyro.cli"})
 # Decorators that make a function the program's entry point, called with its configuration.
-ENTRY_DECORATORS = frozenset({"hydra.main"})
+ENTRY_DECORATORS = frozenset({"hydra.main", "click.command"})
 # The leaf actions that read device 0's copy: on the device, or fetched to the host.
 _READS_DEVICE_ZERO = frozenset({"index", "fetch"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
