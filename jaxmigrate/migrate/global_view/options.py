@@ -98,28 +98,28 @@ def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
     bindings = module.names.bindings(name)
     defs = [b.node for b in bindings if isinstance(b, OpaqueBinding) and isinstance(b.node, ast.FunctionDef)]
     rebinding = [b for b in bindings if isinstance(b, ValueBinding) and b.value is call]
-    elsewhere = [b for b in bindings if isinstance(b, ValueBinding) and in_other_branch(module, b.value, call)]
+    elsewhere = [b for b in bindings if isinstance(b, ValueBinding) and branches_apart(module, b.value, call)]
     if len(defs) == 1 and len(bindings) == len(defs) + len(rebinding) + len(elsewhere) \
             and defs[0].lineno < call.lineno:
         return defs[0]
     return None
 
 
-def in_other_branch(module, node: ast.AST, other: ast.AST) -> bool:
-    """Whether ``node`` and ``other`` are in the two branches of one ``if``, run once (no loop around
-    it in its function): where one runs, the other does not."""
+def branches_apart(module, node: ast.AST, other: ast.AST) -> ast.If | None:
+    """The ``if``, run once (no loop around it in its function), whose two branches hold ``node``
+    and ``other``: where one runs, the other does not. None where there is none."""
     around_other = ancestors(module, other)
     child = node
     for around in ancestors(module, node):
         if isinstance(around, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
-            return False
+            return None
         if isinstance(around, ast.If) and around in around_other:
             other_child = next(c for c in [other, *around_other] if module.parent_of(c) is around)
             apart = (child in around.body) != (other_child in around.body) and child is not around.test \
                 and other_child is not around.test
-            return apart and loop_between(module, around, enclosing_scope(module, around)) is None
+            return around if apart and loop_between(module, around, enclosing_scope(module, around)) is None else None
         child = around
-    return False
+    return None
 
 
 def made_def_of(module, name: ast.Name | ast.Call, line: int) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:

@@ -36,10 +36,10 @@ from jaxmigrate.migrate.global_view.helpers import Helper, only_parameter
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
 from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, TREE_MAPS, Blocked, M, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
+    branches_apart,
     def_of,
     every_device,
     factory_of,
-    in_other_branch,
     made_def_of,
     partial_of,
     read_options,
@@ -686,9 +686,9 @@ class Builder:
         if not isinstance(node, ast.FunctionDef):
             return False
         for mine, theirs in ((binding_node(a), binding_node(b)) for a in own for b in other):
-            if not in_other_branch(module, mine, theirs):
+            branch = branches_apart(module, mine, theirs)
+            if branch is None:
                 continue
-            branch = next(n for n in ancestors(module, mine) if isinstance(n, ast.If) and n in ancestors(module, theirs))
             scope = enclosing_scope(module, branch)
             if enclosing_scope(module, node) is scope and enclosing_scope(module, call) is scope \
                     and node.end_lineno < branch.lineno and call.lineno > branch.end_lineno:
@@ -775,7 +775,7 @@ class Builder:
         if node is fun:
             return  # `f = jax.pmap(f, ...)`: the def pmap maps
         if not any(getattr(b, "node", getattr(b, "value", None)) is step.binding
-                   for b in self.module.names.bindings(node)) or in_other_branch(self.module, node, step.binding):
+                   for b in self.module.names.bindings(node)) or branches_apart(self.module, node, step.binding):
             return  # (in the other branch of an `if` around the pmap, the name is what that branch binds)
         parent = self.module.parent_of(node)
         if self._given_to_function(node):

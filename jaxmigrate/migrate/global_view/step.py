@@ -65,6 +65,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     leaves,
     off_the_batch_axis,
 )
+from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.migrate.global_view.helpers import defaulted
 from jaxmigrate.migrate.global_view.layout_ops import is_layout_op, layout_op, method_layout
@@ -926,7 +927,7 @@ class StepAnalyzer:
             (k.value for k in node.keywords if k.arg == name), None)
         if value is None:
             return False, None
-        if self._past_the_first(self._bound_once(value)):
+        if self._past_the_first(isinstance(value, ast.Name) and single_value(self.names, value) or value):
             return True, (1,)  # `axis=tuple(range(1, x.ndim))`: every axis but the batch's (feature axes)
         try:
             return True, ast.literal_eval(value)
@@ -941,15 +942,6 @@ class StepAnalyzer:
         return isinstance(node, ast.Call) and self.names.builtin(node.func) == "range" and len(node.args) == 2 \
             and not node.keywords and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int \
             and node.args[0].value >= 1
-
-    def _bound_once(self, node: ast.expr) -> ast.expr:
-        """What a name bound once to a value holds (``axes = tuple(range(1, probs.ndim))``); any
-        other expression itself."""
-        if isinstance(node, ast.Name):
-            bindings = self.names.bindings(node)
-            if len(bindings) == 1 and isinstance(bindings[0], ValueBinding):
-                return bindings[0].value
-        return node
 
     def _library(self, node: ast.Call, qualified: str, frame: Frame) -> Kind:
         module, _, short = qualified.rpartition(".")
