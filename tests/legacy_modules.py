@@ -71,6 +71,11 @@ SNIPPETS = [
                "        x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])\n    else:\n"
                "        step = jax.jit(lambda v: v * 2)\n    y = step(x)\n    if use_pmap:\n"
                "        y = y.reshape((-1,) + y.shape[2:])\n    return y"),
+    # a batch function that splits only where its caller's flag asks (`get_batch(..., for_pmap=True)`)
+    (("jax",), "def batches{n}(x, for_pmap=False):\n    if for_pmap:\n"
+               "        x = x.reshape((jax.local_device_count(), -1) + x.shape[1:])\n    return x\n\n\n"
+               "def train{n}(x):\n    step = jax.pmap(lambda v: jax.lax.pmean(v.mean(), 'i'), axis_name='i')\n"
+               "    plain = batches{n}(x)\n    print(step(batches{n}(x, for_pmap=True))[0], plain)"),
 ]
 
 SENTINEL = "keep_{n} = {n}  # sentinel"
