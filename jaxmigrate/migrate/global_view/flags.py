@@ -33,13 +33,12 @@ def literal_flags(func: ast.FunctionDef, given: dict[str, ast.expr], defaults: b
     if defaults:
         left = dict(zip([a.arg for a in args.args[len(args.args) - len(args.defaults):]], args.defaults))
         left.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    literal = {param.arg: value.value for param in [*args.args, *args.kwonlyargs]
+               if isinstance(value := given.get(param.arg, left.get(param.arg)), ast.Constant)}
+    if not literal:
+        return {}  # (the common case: no walk of the body)
     rebound = _bound_in(func)
-    flags = {}
-    for param in [*args.args, *args.kwonlyargs]:
-        value = given.get(param.arg, left.get(param.arg))
-        if isinstance(value, ast.Constant) and param.arg not in rebound:
-            flags[param.arg] = bool(value.value)
-    return flags
+    return {name: bool(value) for name, value in literal.items() if name not in rebound}
 
 
 def branch(test: ast.expr, flags: dict[str, bool]) -> bool | None:
