@@ -2458,6 +2458,18 @@ def test_a_split_in_the_else_or_elif_of_a_negated_flag_is_the_flagged_calls():
     assert "rearrange(" not in fixed and "    if not for_pmap:\n        pass\n    return x, y" in fixed
 
 
+def test_a_split_in_a_conditional_expression_on_the_flag_goes_whole():
+    """`x = rearrange(x, ...) if for_pmap else x`: the flagged call's branch is the split, which
+    goes, and the statement then binds `x` to itself: it goes too."""
+    start = _UNDER_A_FLAG.index("    if for_pmap:\n        x = rearrange(")
+    end = _UNDER_A_FLAG.index("    return x, y")
+    text = _UNDER_A_FLAG[:start] + (
+        '    x = rearrange(x, "(d b) t -> d b t", d=jax.device_count()) if for_pmap else x\n'
+        '    y = rearrange(y, "(d b) t -> d b t", d=jax.device_count()) if for_pmap else y\n') + _UNDER_A_FLAG[end:]
+    fixed = fix(text, set())
+    assert "rearrange(" not in fixed and "for i in starts])\n    return x, y\n" in fixed
+
+
 def test_steps_drawing_for_the_batch_say_the_random_streams_change():
     """A model given a key the step makes (`rngs={"dropout": jax.random.PRNGKey(seed)}`, the same on
     every device under pmap, as a Premchand-text GPT's `update` does) draws its masks for the whole
