@@ -520,7 +520,7 @@ class DriverAnalyzer:
         if given is None:
             return False
         flags = literal_flags(func, given)
-        return not any(runs(self.module, edit.node, func, flags) for edit in self.edits.values()
+        return not any(runs(self.module, edit.node, flags) for edit in self.edits.values()
                        if func in ancestors(self.module, edit.node))
 
     def _preparers_only_mapped_where_read(self) -> None:
@@ -678,8 +678,8 @@ class DriverAnalyzer:
         # but for the code a call's flags never run (`if for_pmap:` at a call without).
         settled = not any(leaf == BOT for kind in inner.values() for leaf in _hleaves(kind))
         known = self._wrapper_edits.setdefault(id(func), (made, node.lineno, flags)) if settled else (made, 0, flags)
-        if {e for e in known[0] if runs(self.module, e[0], func, flags)} \
-                != {e for e in made if runs(self.module, e[0], func, known[2])}:
+        if {e for e in known[0] if runs(self.module, e[0], flags)} \
+                != {e for e in made if runs(self.module, e[0], known[2])}:
             raise Blocked(node.lineno, f"`{func.name}` ({role}) is called here with values "
                           f"whose device axis differs from its call at line {known[1]}")
         kind = BOT

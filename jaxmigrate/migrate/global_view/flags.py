@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.core.flow import ancestors
+from jaxmigrate.migrate.global_view.modes import skipped, without_not
 
 
 def literal_flags(func: ast.FunctionDef, given: dict[str, ast.expr], defaults: bool = True) -> dict[str, bool]:
@@ -44,29 +44,17 @@ def literal_flags(func: ast.FunctionDef, given: dict[str, ast.expr], defaults: b
 def branch(test: ast.expr, flags: dict[str, bool]) -> bool | None:
     """Whether the body of an ``if`` on ``test`` runs (False: its ``else``); None where ``test`` is
     not one of ``flags`` or ``not`` one."""
-    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-    inner = test.operand if negated else test
+    inner, negated = without_not(test)
     if isinstance(inner, ast.Name) and inner.id in flags:
         return flags[inner.id] != negated
     return None
 
 
-def runs(module, node: ast.AST, func: ast.FunctionDef, flags: dict[str, bool]) -> bool:
-    """Whether ``node``, in the body of ``func``, runs at a call with ``flags``: no ``if`` (or
-    conditional expression) of ``func`` around it on a flag takes the other branch."""
-    child = node
-    for parent in ancestors(module, node):
-        if parent is func:
-            return True
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return True  # a nested scope's `if` on the name reads its own binding, not the flag
-        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
-            taken = branch(parent.test, flags)
-            in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
-            if taken is not None and taken != in_body:
-                return False
-        child = parent
-    return True
+def runs(module, node: ast.AST, flags: dict[str, bool]) -> bool:
+    """Whether ``node``, in the body of a function, runs at a call with ``flags``: no ``if`` (or
+    conditional expression) around it in its scope on a flag takes the other branch. (A nested
+    scope's ``if`` on the name reads its own binding, not the flag: it is not asked.)"""
+    return not skipped(module, node, lambda test: branch(test, flags))
 
 
 def _bound_in(func: ast.FunctionDef) -> set[str]:

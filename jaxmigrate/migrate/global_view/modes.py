@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import Callable
 
 from jaxmigrate.core.flow import ancestors, enclosing_scope, loop_between
 from jaxmigrate.core.module import is_main_guard
@@ -33,7 +34,7 @@ class Mode:
     def branch(self, test: ast.expr) -> bool | None:
         """Whether the body of an ``if`` on ``test`` runs in this mode (False: its ``else`` does);
         None where ``test`` is not this mode's."""
-        inner, negated = _without_not(test)
+        inner, negated = without_not(test)
         if ast.dump(inner) != self.key:
             return None
         return self.held != negated
@@ -95,7 +96,7 @@ def runs_only_in(module, node: ast.AST, mode: Mode, _seen: frozenset[int] = froz
     that the mode runs, or in a function of this module that is only called from such code."""
     child = node
     for parent in ancestors(module, node):
-        branch = _branch_of(parent, child, mode)
+        branch = branch_decided(parent, child, mode.branch)
         if branch is not None:
             return branch
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(parent) not in _seen:
@@ -109,9 +110,15 @@ def runs_only_in(module, node: ast.AST, mode: Mode, _seen: frozenset[int] = froz
 
 def runs_only_outside(module, node: ast.AST, mode: Mode) -> bool:
     """Whether ``node`` is in the branch of an ``if`` on the mode's test that the mode skips."""
+    return skipped(module, node, mode.branch)
+
+
+def skipped(module, node: ast.AST, decide: Callable[[ast.expr], bool | None]) -> bool:
+    """Whether an ``if`` (or ``a if t else b``) around ``node`` in its own scope takes the other
+    branch, as ``decide`` says of its test (True: the body runs; None: not known)."""
     child = node
     for parent in ancestors(module, node):
-        if _branch_of(parent, child, mode) is False:
+        if branch_decided(parent, child, decide) is False:
             return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return False
@@ -119,17 +126,13 @@ def runs_only_outside(module, node: ast.AST, mode: Mode) -> bool:
     return False
 
 
-def _branch_of(parent: ast.AST, child: ast.AST, mode: Mode) -> bool | None:
-    """True where ``child`` is the part of ``parent`` (an ``if`` or ``a if t else b`` on the mode's
-    test) that the mode runs, False where it is the part the mode skips, else None."""
-    if isinstance(parent, ast.If) and child is not parent.test:
-        held = mode.branch(parent.test)
+def branch_decided(parent: ast.AST, child: ast.AST, decide: Callable[[ast.expr], bool | None]) -> bool | None:
+    """True where ``child`` is the part of ``parent`` (an ``if`` or ``a if t else b``) that runs, as
+    ``decide`` says of its test, False where it is the part skipped, else None."""
+    if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+        held = decide(parent.test)
         if held is not None:
-            return held == (child in parent.body)
-    if isinstance(parent, ast.IfExp) and child is not parent.test:
-        held = mode.branch(parent.test)
-        if held is not None:
-            return held == (child is parent.body)
+            return held == (child in parent.body if isinstance(parent, ast.If) else child is parent.body)
     return None
 
 
@@ -141,7 +144,7 @@ def _around(module, node: ast.AST) -> list[tuple[Mode, list, list]]:
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
             break
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and not is_main_guard(parent):
-            inner, negated = _without_not(parent.test)
+            inner, negated = without_not(parent.test)
             if isinstance(parent, ast.If):
                 in_body = child in parent.body
                 branch, other = (parent.body, parent.orelse) if in_body else (parent.orelse, parent.body)
@@ -158,7 +161,7 @@ def _one_value(module, mode: Mode) -> bool:
     names they read resolve to the same bindings."""
     seen = None
     for node in module.of_type(ast.If, ast.IfExp):
-        inner, _ = _without_not(node.test)
+        inner, _ = without_not(node.test)
         if ast.dump(inner) != mode.key:
             continue
         if not _stable(module, inner):
@@ -240,7 +243,8 @@ def _binding_id(binding) -> int:
     return id(getattr(binding, "node", None) or getattr(binding, "value", None))
 
 
-def _without_not(test: ast.expr) -> tuple[ast.expr, bool]:
+def without_not(test: ast.expr) -> tuple[ast.expr, bool]:
+    """``test`` without a leading ``not``, and whether it had one."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return test.operand, True
     return test, False
