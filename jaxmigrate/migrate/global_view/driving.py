@@ -966,9 +966,7 @@ class DriverAnalyzer:
                 entry = env
             return self._block(node.orelse, env)
         if isinstance(node, ast.If):
-            held = self.mode.branch(node.test) if self.mode is not None else None
-            if held is None:
-                held = self._flag_branch(node)
+            held = self._branch_held(node)
             if held is not None:  # the pmap mode runs this branch alone, or this call's flags do
                 self._host(node.test, env)
                 return self._block(node.body if held else node.orelse, env)
@@ -987,12 +985,14 @@ class DriverAnalyzer:
             return self._block(node.orelse + node.finalbody, env)
         raise Blocked(node.lineno, f"a `{type(node).__name__}` statement in code that drives the step")
 
-    def _flag_branch(self, node: ast.If | ast.IfExp) -> bool | None:
-        """Whether the body of ``node``, in the wrapper being read, runs at this call: its test is a
-        flag the call gives a literal (``flags``); None where it is not."""
-        if not self._inline or self.scope_of(node) is not self._inline[-1][0]:
-            return None
-        return branch(node.test, self._flags[-1])
+    def _branch_held(self, node: ast.If | ast.IfExp) -> bool | None:
+        """Whether the body of ``node`` is the branch that runs here: its test is the pmap mode's,
+        or, in the wrapper being read, a flag this call gives a literal (``flags``); None where it
+        is neither."""
+        held = self.mode.branch(node.test) if self.mode is not None else None
+        if held is None and self._inline and self.scope_of(node) is self._inline[-1][0]:
+            held = branch(node.test, self._flags[-1])
+        return held
 
     def _tested(self, test: ast.expr, env: dict) -> None:
         """An ``if`` test. ``if not state.batch_stats:`` asks whether a replicated pytree is empty,
@@ -1221,9 +1221,7 @@ class DriverAnalyzer:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
                 and self.expr(node.operand, env) == OWN_MEAN:
             return OWN_MEAN
-        held = self.mode.branch(node.test) if self.mode is not None and isinstance(node, ast.IfExp) else None
-        if held is None and isinstance(node, ast.IfExp):
-            held = self._flag_branch(node)
+        held = self._branch_held(node) if isinstance(node, ast.IfExp) else None
         if held is not None:  # `x[0] if args.pmap else x`: the branch the pmap mode (or the call's flags) runs
             self._host(node.test, env)
             return self.expr(node.body if held else node.orelse, env)
