@@ -519,7 +519,7 @@ class DriverAnalyzer:
         given = self._parameters(func, call, bound_self=False)
         if given is None:
             return False
-        flags = literal_flags(func, given)
+        flags = literal_flags(self.names, func, given)
         return not any(runs(self.module, edit.node, flags) for edit in self.edits.values()
                        if func in ancestors(self.module, edit.node))
 
@@ -654,7 +654,7 @@ class DriverAnalyzer:
         self._passed.append(given)
         self._reads.append(set())
         # (parameters a `**mapping` may fill hold what it gives, not their defaults)
-        flags = literal_flags(func, given, defaults=not mapping)
+        flags = literal_flags(self.names, func, given, defaults=not mapping)
         self._flags.append(flags)
         try:
             self._block(func.body, inner)

@@ -24,10 +24,10 @@ import ast
 from jaxmigrate.migrate.global_view.modes import skipped, without_not
 
 
-def literal_flags(func: ast.FunctionDef, given: dict[str, ast.expr], defaults: bool = True) -> dict[str, bool]:
+def literal_flags(names, func: ast.FunctionDef, given: dict[str, ast.expr], defaults: bool = True) -> dict[str, bool]:
     """The truth of each parameter of ``func`` that this call (``given``: parameter to argument)
     binds to a literal, or leaves to a literal default (where ``defaults``: nothing else fills it),
-    and that ``func`` never binds again."""
+    and that ``func`` never binds again (``names``: the module's resolver)."""
     args = func.args
     left: dict[str, ast.expr] = {}
     if defaults:
@@ -37,8 +37,9 @@ def literal_flags(func: ast.FunctionDef, given: dict[str, ast.expr], defaults: b
                if isinstance(value := given.get(param.arg, left.get(param.arg)), ast.Constant)}
     if not literal:
         return {}  # (the common case: no walk of the body)
-    rebound = _bound_in(func)
-    return {name: bool(value) for name, value in literal.items() if name not in rebound}
+    scope = names.scope_opened_by(func)
+    return {name: bool(value) for name, value in literal.items()
+            if scope is not None and len(scope.bindings.get(name, ())) == 1 and not names.declared_shared(name)}
 
 
 def branch(test: ast.expr, flags: dict[str, bool]) -> bool | None:
@@ -55,24 +56,3 @@ def runs(module, node: ast.AST, flags: dict[str, bool]) -> bool:
     conditional expression) around it in its scope on a flag takes the other branch. (A nested
     scope's ``if`` on the name reads its own binding, not the flag: it is not asked.)"""
     return not skipped(module, node, lambda test: branch(test, flags))
-
-
-def _bound_in(func: ast.FunctionDef) -> set[str]:
-    """The names ``func``'s own body binds (not its nested scopes')."""
-    bound: set[str] = set()
-    stack: list[ast.AST] = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-            continue  # (its body is its own scope)
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        stack.extend(ast.iter_child_nodes(node))
-    return bound
