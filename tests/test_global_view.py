@@ -2529,3 +2529,34 @@ def test_a_value_the_kept_batch_reads_stays_where_its_split_goes():
     source = (Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "global_psum_array_means" / "old.py")
     fixed = fix(source.read_text(), set())
     assert "        targets = inputs @ TRUE_W + 1.0\n" in fixed and "(inputs, targets)" in fixed
+
+
+_DATA_OBJECT = (FIXTURES / "batches_from_a_data_object.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    pytest.param('        epoch = batch.pop("epoch", 0)\n', "        epoch = 0\n",
+                 "also holds host values at 'epoch'", id="an entry the step would take"),
+    pytest.param('        epoch = batch.pop("epoch", 0)\n', '        if step:\n            epoch = batch.pop("epoch", 0)\n',
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="an entry popped on one path"),
+    pytest.param('            batch["epoch"] = epoch\n', '            batch["epoch"] = shard(np.zeros(8))\n',
+                 "stored in an attribute or container", id="an entry with the device axis"),
+    pytest.param("\n\ndef train_step(", "\n\nclass Shuffled(DataStream):\n    pass\n\n\ndef train_step(",
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="a class deriving from it"),
+    pytest.param("class DataStream:", "class DataStream(Base):",
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="a base class"),
+    pytest.param("    def train_iter(self):",
+                 "    def __getattribute__(self, name):\n        return object.__getattribute__(self, name)\n\n"
+                 "    def train_iter(self):",
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="attribute reads intercepted"),
+    pytest.param("    stream = DataStream(batch_size=16, steps=3)\n",
+                 "    stream = DataStream(batch_size=16, steps=3)\n    stream.generate = None\n",
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="the method's name assigned"),
+    pytest.param('    params = {"w"', '    stream = DataStream(batch_size=8, steps=3)\n    params = {"w"',
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="the object bound twice"),
+    pytest.param("    for i, eval_batch in enumerate(stream.eval_iter()):",
+                 "    more = stream.train_iter\n    for i, eval_batch in enumerate(stream.eval_iter()):",
+                 "`train_iter` returns batches it splits per device elsewhere", id="the method used as a value"),
+])
+def test_batches_from_a_data_object_are_read_only_where_its_class_and_entries_are_known(old, new, reason):
+    assert_variant_blocked_for(_DATA_OBJECT, old, new, reason)

@@ -45,6 +45,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "comments_in_the_pmap_call", "batches_split_by_einops", "batch_split_with_its_sizes_written",
     "optimizer_bound_by_partial", "attention_written_in_jax_numpy", "pmap_or_jit_by_flag",
     "matmul_attention_given_its_arrays", "batches_split_under_a_flag", "conv_net_written_with_lax",
+    "batches_from_a_data_object",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -100,7 +101,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_batches_split_by_einops": "['params']", "global_batch_split_with_its_sizes_written": "['params']",
           "global_optimizer_bound_by_partial": "['params']", "global_attention_written_in_jax_numpy": "['params']",
           "global_pmap_or_jit_by_flag": "['params']", "global_matmul_attention_given_its_arrays": "['params']",
-          "global_batches_split_under_a_flag": "['params']", "global_conv_net_written_with_lax": "['params']"}
+          "global_batches_split_under_a_flag": "['params']", "global_conv_net_written_with_lax": "['params']",
+          "global_batches_from_a_data_object": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's

@@ -43,6 +43,8 @@ from jaxmigrate.migrate.global_view.modes import Mode
 from jaxmigrate.migrate.global_view.objects import (
     check_holder,
     class_level_names,
+    method_called,
+    method_uses,
     reads_only_through_self,
     self_attribute,
 )
@@ -118,6 +120,16 @@ class KeyedState:
 
 
 @dataclass(frozen=True)
+class HostEntries:
+    """A dict batch split per device (``split``: ``DSHARD`` or ``SOURCED``) that the program also
+    gives host values at these keys, ``batch["epoch"] = epoch``, to read or ``pop`` before the step
+    takes it. Reaching a step or a layout with them blocks: pmap would map them over its device axis."""
+
+    split: H
+    keys: frozenset[str]
+
+
+@dataclass(frozen=True)
 class StepRef:
     """A pmapped step passed by name to a function of the module, which calls it
     (``run_epoch(p_train_step, state, batches)``): the parameter holds that step (``name``, its
@@ -133,7 +145,7 @@ def _replicated(kind) -> bool:
 
 def _carries(kind) -> bool:
     """Whether a driving kind holds pmap's device axis."""
-    return isinstance(kind, (KeyedState, Source)) or kind in CARRIES_AXIS
+    return isinstance(kind, (KeyedState, Source, HostEntries)) or kind in CARRIES_AXIS
 
 REPLICATE = frozenset({"flax.jax_utils.replicate"})
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
@@ -295,6 +307,7 @@ class DriverAnalyzer:
         self._shared_names: dict[int, set[str]] = {}
         self._generators: dict[int, bool] = {}
         self._batch_functions: set[int] = set()  # functions read as making batches (``_batches_made``)
+        self._batch_sources: set[int] = set()  # generators (and functions returning one) of such batches
         self._free: dict[int, frozenset[str]] = {}  # per nested function: the names it reads from around it
 
     # -- entry -----------------------------------------------------------------------------
@@ -484,14 +497,15 @@ class DriverAnalyzer:
     def _reader(self, func: ast.expr) -> ast.FunctionDef | None:
         """The def of this module ``func`` calls, when it is one the analysis may read at its calls
         as it reads the functions that drive the step: a function given values with pmap's device
-        axis (``save_checkpoint(state)``, ``log(metrics)``), whose reads of them are rewritten too."""
-        if not isinstance(func, ast.Name):
+        axis (``save_checkpoint(state)``, ``log(metrics)``), whose reads of them are rewritten too;
+        or a method of an object of the module's own classes (``stream.train_iter()``, ``objects``)."""
+        if isinstance(func, ast.Attribute):
+            found = method_called(self.module, func)
+        else:
+            bindings = self.names.bindings(func) if isinstance(func, ast.Name) else []
+            found = bindings[0].node if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) else None
+        if not isinstance(found, ast.FunctionDef):
             return None
-        bindings = self.names.bindings(func)
-        if len(bindings) != 1 or not isinstance(bindings[0], OpaqueBinding) \
-                or not isinstance(bindings[0].node, ast.FunctionDef):
-            return None
-        found = bindings[0].node
         if any(found is step.func or found is step.factory for step in self.steps.values() if step.opaque is None):
             return None
         return found
@@ -500,15 +514,25 @@ class DriverAnalyzer:
         """A function read at its calls has one text for all of them: each of its calls must be one
         the analysis read (with the kinds its arguments have there), and it is used no other way."""
         for reader in self.readers.values():
-            for node in reads_of(self.module, reader.name, reader):
+            for node in self._uses(reader):
                 call = self.module.parent_of(node)
                 if isinstance(call, ast.Call) and call.func is node and self._runs_no_edit(reader, call):
                     continue  # (its flags skip every edit: its text runs as it did there)
                 if not (isinstance(call, ast.Call) and call.func is node and id(call) in self.reader_calls):
-                    what = "returns batches it splits per device" if id(reader) in self._batch_functions else \
-                        "is given values with pmap's device axis"
+                    what = "returns batches it splits per device" if id(reader) in self._batch_functions \
+                        | self._batch_sources else "is given values with pmap's device axis"
                     raise Blocked(node.lineno, f"`{reader.name}` {what} elsewhere, and is called or used here where "
                                   "this fix does not read it")
+
+    def _uses(self, func: ast.FunctionDef) -> list[ast.expr]:
+        """The reads that may reach a function of the module: of its name, or of any attribute so
+        named for a method (``objects.method_uses``)."""
+        if self._is_method(func):
+            return method_uses(self.module, func)
+        return reads_of(self.module, func.name, func)
+
+    def _is_method(self, func: ast.FunctionDef) -> bool:
+        return isinstance(self.module.parent_of(func), ast.ClassDef)
 
     def _runs_no_edit(self, func: ast.FunctionDef, call: ast.Call) -> bool:
         """Whether ``call`` of a function that makes batches passes flags under which none of the
@@ -516,7 +540,7 @@ class DriverAnalyzer:
         if id(func) not in self._batch_functions or any(isinstance(a, ast.Starred) for a in call.args) \
                 or any(k.arg is None for k in call.keywords):
             return False
-        given = self._parameters(func, call, bound_self=False)
+        given = self._parameters(func, call, bound_self=self._is_method(func))
         if given is None:
             return False
         flags = literal_flags(self.names, func, given)
@@ -601,8 +625,8 @@ class DriverAnalyzer:
         """Whether this call of ``func`` reads it as a closure: a function nested in the scope that
         calls it, which reads that scope's values with pmap's device axis (LRA's `run_eval` reads
         the replicated `optimizer` of `train`). Called elsewhere, it is noted, for the check."""
-        if isinstance(self.module.parent_of(func), ast.Module):
-            return False
+        if not isinstance(self.module.parent_of(func), (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False  # (of the module, or a method)
         if self.scope_of(node) is not self.module.parent_of(func) and not self._called_from_sibling(func, node):
             self.closures_called_elsewhere.add(id(func))  # (in a lambda there too: its scope)
             return False
@@ -624,6 +648,7 @@ class DriverAnalyzer:
         arguments' kinds; the kind of what it returns. ``bound_self``: a method called on ``self``,
         whose first parameter is that object (its attributes are read as ``objects`` says)."""
         role = "which drives the pmapped step" if id(func) in self.wrappers else "given pmap's device axis"
+        bound_self = bound_self or self._is_method(func)  # (called on an object: `objects.method_called`)
         keywords = [k for k in node.keywords if k.arg is not None]
         mapping = [k.value for k in node.keywords if k.arg is None]  # `main(**vars(args))`
         if any(isinstance(a, ast.Starred) for a in node.args) or mapping and not self._host_mapping(mapping, env):
@@ -1054,6 +1079,13 @@ class DriverAnalyzer:
                               "values without it (or laid out differently) at different assignments")
             self.attributes[key] = joined
             return
+        entry = _literal_key(target)
+        if entry is not None and isinstance(target.value, ast.Name) and kind == HOST:
+            batch = env.get(target.value.id)
+            if batch in (DSHARD, SOURCED) or isinstance(batch, HostEntries):
+                split, keys = (batch.split, batch.keys) if isinstance(batch, HostEntries) else (batch, frozenset())
+                env[target.value.id] = HostEntries(split, keys | {entry})  # `batch["epoch"] = epoch`
+                return
         # An attribute or item: the value escapes where this fix cannot follow it.
         if any(_carries(leaf) for leaf in _hleaves(kind)):
             raise Blocked(target.lineno, "a value with pmap's device axis is stored in an attribute or container, "
@@ -1280,6 +1312,8 @@ class DriverAnalyzer:
                 return kind[0]
         self._host(node.slice, env)
         kind = self.expr(inner, env)
+        if isinstance(kind, HostEntries) and _literal_key(node.slice) is not None:
+            return HOST if _literal_key(node.slice) in kind.keys else kind.split
         if kind in (DREP, BOT, DSHARD, SOURCED, OWN_MEAN) and isinstance(node.slice, ast.Constant) \
                 and isinstance(node.slice.value, str):
             return kind  # a dict entry of a pytree (`params["dense"]`, `batch["labels"]`) is laid out as it is
@@ -1394,13 +1428,15 @@ class DriverAnalyzer:
                     _carries(leaf) or isinstance(leaf, StepRef) for k in passed for leaf in _hleaves(k)):
                 self._read_at(reader, node)
                 return self._wrapper_call(reader, node, env, kinds, closure=closure)
-            if self._is_generator(reader) and self._splits_batches(reader) or self._maps_batches(reader):
+            if self._is_generator(reader) and self._splits_batches(reader) or self._maps_batches(reader) \
+                    or self._forwards_batches(reader):
                 # Read to tell whether it yields batches split per device; one that yields host
                 # values is any function given host values, and what the reading found goes.
                 before = set(self.edits)
                 made = self._wrapper_call(reader, node, env, kinds)
                 if isinstance(made, Source):
                     self._read_at(reader, node)
+                    self._batch_sources.add(id(reader))
                     return made
                 for key in set(self.edits) - before:
                     del self.edits[key]
@@ -1475,6 +1511,16 @@ class DriverAnalyzer:
             return DREP
         if isinstance(func, ast.Attribute) and func.attr in ("pop", "get") and node.args and not node.keywords:
             base = self.expr(func.value, env)
+            if isinstance(base, HostEntries):
+                for part in node.args:
+                    self._host(part, env)
+                entry = _literal_key(node.args[0])
+                if entry not in base.keys:
+                    return base.split  # an entry of the batch split per device
+                if func.attr == "pop" and isinstance(func.value, ast.Name):
+                    keys = base.keys - {entry}
+                    env[func.value.id] = HostEntries(base.split, keys) if keys else base.split
+                return HOST  # `epoch = batch.pop("epoch", 0)`: the host value given it
             if base in (DSHARD, SOURCED):
                 for key in node.args:
                     self._host(key, env)
@@ -1757,6 +1803,11 @@ class DriverAnalyzer:
                               "what one jit computes")
             if not leaves:
                 continue  # made by the step itself, whose outputs are not known yet
+            entries = sorted(key for leaf in leaves if isinstance(leaf, HostEntries) for key in leaf.keys)
+            if entries:
+                raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) is a batch "
+                              f"split per device that also holds host values at {', '.join(map(repr, entries))} "
+                              "(given with `batch[key] = value`): pmap would map them too; pop them before the step")
             if SOURCED in leaves:
                 if any(leaf != SOURCED for leaf in leaves):
                     raise Blocked(arg.lineno, f"argument {i + 1} of `{step.name}` (`{self._short(arg)}`) mixes "
@@ -1862,6 +1913,19 @@ class DriverAnalyzer:
                                                 or self.helpers.of_call(n) is not None)
                    for n in ast.walk(generator))
 
+    def _forwards_batches(self, func: ast.FunctionDef, seen: frozenset[int] = frozenset()) -> bool:
+        """Whether a function may return another's batches split per device: it calls a generator
+        of the module that may yield them (``train_iter`` returning ``self.generate(self.train_dl)``),
+        or a function that may map a split or forward one; read at its calls to tell."""
+        for node in ast.walk(func):
+            callee = self._reader(node.func) if isinstance(node, ast.Call) else None
+            if callee is None or callee is func or id(callee) in seen:
+                continue
+            if self._is_generator(callee) and self._splits_batches(callee) or self._maps_batches(callee) \
+                    or self._forwards_batches(callee, seen | {id(func)}):
+                return True
+        return False
+
     def _maps_batches(self, func: ast.FunctionDef) -> bool:
         """Whether a function may return an iterator of batches split per device: it maps a split
         over an iterable (``map(shard, batches)``) or prefetches to the devices (flax's
@@ -1929,6 +1993,13 @@ class DriverAnalyzer:
         self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops, merged)
         for made in self._reads:
             made.add((node, action))
+
+
+def _literal_key(node: ast.expr) -> str | None:
+    """The string a dict's key is, written as a literal (``batch["epoch"]``'s ``"epoch"``)."""
+    if isinstance(node, ast.Subscript):
+        node = node.slice
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _step_ref_used(node: ast.Name, step: str) -> Blocked:

@@ -17,6 +17,11 @@ joined (``driving``). That holds only while nothing else can reach those attribu
 is followed when it derives from nothing (``object``), no class derives from it in the module,
 ``self`` is only ever used for its attributes, and an attribute with the device axis, or holding
 the step, is read only as ``self.<name>`` in the class's own methods.
+
+A method is also followed where it is called on an object known to be an instance of exactly its
+class (``method_called``): a data stream's ``stream.train_iter()`` returning
+``self.generate(self.train_dl)``, a generator method that splits each batch, is read at each call
+as a function of the module is.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import ast
 
 from jaxmigrate.core.flow import enclosing_scope
 from jaxmigrate.migrate.global_view.kinds import Blocked
+from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 
 def method_of(module, node: ast.AST) -> tuple[ast.ClassDef, ast.FunctionDef] | None:
@@ -105,3 +111,56 @@ def class_level_names(owner: ast.ClassDef) -> dict[str, int]:
                 if isinstance(node, ast.Name):
                     found.setdefault(node.id, statement.lineno)
     return found
+
+
+def method_called(module, func: ast.expr) -> ast.FunctionDef | None:
+    """The method of a class of this module that ``func`` (``x.name`` in ``x.name(...)``) calls, where
+    the object is known to be an instance of exactly that class: ``stream.train_iter()`` with
+    ``stream = DataStream(config)`` bound once in its scope, or ``self.generate(...)`` in a method of
+    the class from which nothing in the module derives. None where it may be anything else: a
+    class with a base (which may intercept attribute reads), a decorator or a metaclass, an
+    attribute of that name assigned anywhere (an instance's own value shadows the method), the
+    name bound twice in the class, or a decorated method (a property, a static method)."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    held = self_attribute(module, func)
+    if held is not None:
+        owner = held[0]
+        if any(isinstance(base, ast.Name) and base.id == owner.name
+               for node in module.of_type(ast.ClassDef) for base in node.bases):
+            return None
+    else:
+        bindings = module.names.bindings(func.value)
+        made = bindings[0].value if len(bindings) == 1 and isinstance(bindings[0], ValueBinding) else None
+        if not (isinstance(made, ast.Call) and isinstance(made.func, ast.Name)):
+            return None
+        classes = module.names.bindings(made.func)
+        owner = classes[0].node if len(classes) == 1 and isinstance(classes[0], OpaqueBinding) else None
+        if not (isinstance(owner, ast.ClassDef) and isinstance(module.parent_of(owner), ast.Module)):
+            return None
+    if owner.keywords or owner.decorator_list or not all(
+            isinstance(base, ast.Name) and base.id == "object" for base in owner.bases):
+        return None
+    if any(_binds(statement, "__getattribute__") for statement in owner.body):
+        return None
+    defined = [statement for statement in owner.body if _binds(statement, func.attr)]
+    method = defined[0] if len(defined) == 1 else None
+    if not (isinstance(method, ast.FunctionDef) and not method.decorator_list and method.args.args):
+        return None
+    if any(node.attr == func.attr and not isinstance(node.ctx, ast.Load) for node in module.of_type(ast.Attribute)):
+        return None
+    return method
+
+
+def _binds(statement: ast.stmt, name: str) -> bool:
+    """Whether a statement of a class body binds ``name`` there."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return statement.name == name
+    targets = statement.targets if isinstance(statement, ast.Assign) else (
+        [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+    return any(isinstance(n, ast.Name) and n.id == name for target in targets for n in ast.walk(target))
+
+
+def method_uses(module, method: ast.FunctionDef) -> list[ast.Attribute]:
+    """Every ``.name`` of the module with the method's name: the reads that may reach it."""
+    return [node for node in module.of_type(ast.Attribute) if node.attr == method.name]
