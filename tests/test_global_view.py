@@ -2549,6 +2549,10 @@ _DATA_OBJECT = (FIXTURES / "batches_from_a_data_object.in.py").read_text()
                  "    def __getattribute__(self, name):\n        return object.__getattribute__(self, name)\n\n"
                  "    def train_iter(self):",
                  "argument 2 of `p_train_step` (`batch`) is not made", id="attribute reads intercepted"),
+    pytest.param("    def train_iter(self):",
+                 "    def __new__(cls, *args, **kwargs):\n        return object.__new__(Other)\n\n"
+                 "    def train_iter(self):",
+                 "argument 2 of `p_train_step` (`batch`) is not made", id="an instance of another class made"),
     pytest.param("    stream = DataStream(batch_size=16, steps=3)\n",
                  "    stream = DataStream(batch_size=16, steps=3)\n    stream.generate = None\n",
                  "argument 2 of `p_train_step` (`batch`) is not made", id="the method's name assigned"),

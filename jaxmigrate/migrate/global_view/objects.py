@@ -118,9 +118,10 @@ def method_called(module, func: ast.expr) -> ast.FunctionDef | None:
     the object is known to be an instance of exactly that class: ``stream.train_iter()`` with
     ``stream = DataStream(config)`` bound once in its scope, or ``self.generate(...)`` in a method of
     the class from which nothing in the module derives. None where it may be anything else: a
-    class with a base (which may intercept attribute reads), a decorator or a metaclass, an
-    attribute of that name assigned anywhere (an instance's own value shadows the method), the
-    name bound twice in the class, or a decorated method (a property, a static method)."""
+    class with a base (which may intercept attribute reads), a decorator, a metaclass, its own
+    ``__getattribute__`` or ``__new__``, an attribute of that name assigned anywhere (an
+    instance's own value shadows the method), the name bound twice in the class, or a decorated
+    method (a property, a static method)."""
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
         return None
     held = self_attribute(module, func)
@@ -141,8 +142,8 @@ def method_called(module, func: ast.expr) -> ast.FunctionDef | None:
     if owner.keywords or owner.decorator_list or not all(
             isinstance(base, ast.Name) and base.id == "object" for base in owner.bases):
         return None
-    if any(_binds(statement, "__getattribute__") for statement in owner.body):
-        return None
+    if any(_binds(statement, special) for statement in owner.body for special in ("__getattribute__", "__new__")):
+        return None  # (attribute reads intercepted; an instance of something else made)
     defined = [statement for statement in owner.body if _binds(statement, func.attr)]
     method = defined[0] if len(defined) == 1 else None
     if not (isinstance(method, ast.FunctionDef) and not method.decorator_list and method.args.args):
