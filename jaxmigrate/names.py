@@ -185,6 +185,12 @@ class NameResolver:
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
         return _reaching(name, scope, scope.bindings[name.id]) if scope else []
 
+    def every_binding(self, name: ast.Name) -> list[Binding]:
+        """Every binding of the variable a Name reads, wherever it is in its scope (no reaching
+        rule: what the variable holds at some time)."""
+        scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
+        return list(scope.bindings[name.id]) if scope else []
+
     def scope_opened_by(self, node: ast.AST) -> Scope | None:
         """The scope a def, lambda, class (or the module's tree) opens; None for any other node."""
         return next((scope for scope in self.scopes if scope.node is node), None)

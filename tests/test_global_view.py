@@ -2564,3 +2564,51 @@ _DATA_OBJECT = (FIXTURES / "batches_from_a_data_object.in.py").read_text()
 ])
 def test_batches_from_a_data_object_are_read_only_where_its_class_and_entries_are_known(old, new, reason):
     assert_variant_blocked_for(_DATA_OBJECT, old, new, reason)
+
+
+_OPTIMIZER_STATE_READ = '''
+import jax
+import jax.numpy as jnp
+import optax
+from flax import jax_utils
+from flax.training.common_utils import shard
+
+tx = optax.chain(optax.adam(1e-3), optax.clip(1.0))
+
+
+def step(params, opt_state, batch):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean((batch @ p["w"]) ** 2))(params)
+    grads = jax.lax.pmean(grads, "batch")
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, jax.lax.pmean(loss, "batch")
+
+
+def main():
+    params = {"w": jnp.ones((4, 2))}
+    opt_state = tx.init(params)
+    params, opt_state = jax_utils.replicate((params, opt_state))
+    p_step = jax.pmap(step, "batch")
+    for i in range(3):
+        params, opt_state, loss = p_step(params, opt_state, shard(jnp.ones((16, 4))))
+        print(loss[0], opt_state[0][0].count[0])
+    return jax_utils.unreplicate(params)
+'''
+
+
+def test_an_index_of_a_replicated_optimizer_state_is_not_read_as_device_zero():
+    """optax's states are tuples: `opt_state[0]` is the chain's first state under pmap, and only
+    the `.count[0]` below it reads device 0's copy. Read as device 0's, the fix gave the program
+    `opt_state[0].count[0]` (the whole state where its first part was)."""
+    view = plan_global(_OPTIMIZER_STATE_READ)
+    assert not view.possible and "`opt_state[0]` indexes an optimizer's state" in view.blocker, view.blocker
+    read_by_a_field = _OPTIMIZER_STATE_READ.replace("opt_state[0][0].count[0]", "loss[0]")
+    fixed = fix(read_by_a_field, set())
+    assert "print(loss, loss)" in fixed, fixed
+
+
+@pytest.mark.parametrize("read", ["state.opt_state[0]", "jax.device_get(opt_state)[0]"])
+def test_other_reads_of_an_optimizer_state_by_index_are_not_device_zero(read):
+    text = _OPTIMIZER_STATE_READ.replace("print(loss[0], opt_state[0][0].count[0])",
+                                         f"state = jax_utils.replicate(make_state())\n        print(loss[0], {read})")
+    view = plan_global(text)
+    assert not view.possible and "indexes an optimizer's state" in view.blocker, view.blocker

@@ -48,6 +48,7 @@ from jaxmigrate.migrate.global_view.objects import (
     reads_only_through_self,
     self_attribute,
 )
+from jaxmigrate.migrate.global_view.optimizer_states import optimizer_state
 from jaxmigrate.migrate.global_view.kinds import (
     BOT,
     KEY,
@@ -1302,10 +1303,12 @@ class DriverAnalyzer:
             if isinstance(inner, ast.Call) and self._qualified(inner.func) == "jax.device_get" and len(inner.args) == 1:
                 kind = self.expr(inner.args[0], env)
                 if _replicated(kind):
+                    self._device_zero(node, inner.args[0])
                     self._edit(node, "index", inner)
                     return HOST
             kind = self.expr(inner, env)
             if _replicated(kind):
+                self._device_zero(node, inner)
                 self._edit(node, "index", inner)
                 return HOST
             if isinstance(kind, tuple):
@@ -1328,6 +1331,14 @@ class DriverAnalyzer:
         if any(_carries(leaf) for leaf in _hleaves(kind)):
             raise Blocked(node.lineno, f"`{self._short(node)}` indexes a value with pmap's device axis")
         return HOST
+
+    def _device_zero(self, node: ast.Subscript, indexed: ast.expr) -> None:
+        """``node``, ``x[0]`` of a replicated ``x``, reads device 0's copy, unless ``x`` is an
+        optimizer's state: a tuple, whose ``[0]`` is its first part under pmap too."""
+        if optimizer_state(self.module, indexed):
+            raise Blocked(node.lineno, f"`{self._short(node)}` indexes an optimizer's state (a tuple: its first "
+                          "part under pmap, not device 0's copy), replicated; this fix reads `x[0]` of a "
+                          "replicated value as device 0's copy only where `x` is not one")
 
     def _qualified(self, node: ast.expr) -> str | None:
         return self.names.qualified_name(node)
