@@ -173,11 +173,10 @@ def _import_aliases(module: ParsedModule, key: ImportKey) -> list[tuple[ast.stmt
 def _read(module: ParsedModule, alias: ast.alias, name: str) -> bool:
     """Whether any name in the module reads the binding ``alias`` made (scope by scope, as Python
     looks names up), or ``__all__`` exports it."""
-    resolver = module.names
-    for node in module.of_type(ast.Name):
-        if node.id == name and not isinstance(node.ctx, ast.Store):
-            if any(isinstance(b, ImportBinding) and b.node is alias for b in resolver.bindings(node)):
-                return True
+    reads = [node for node in module.of_type(ast.Name) if node.id == name and not isinstance(node.ctx, ast.Store)]
+    # (the module's name resolver, built for the first read there is: none, mostly, after a fix)
+    if any(isinstance(b, ImportBinding) and b.node is alias for node in reads for b in module.names.bindings(node)):
+        return True
     return any(isinstance(node, ast.Constant) and node.value == name for node in _all_lists(module.tree))
 
 
