@@ -309,6 +309,7 @@ class DriverAnalyzer:
         self._generators: dict[int, bool] = {}
         self._batch_functions: set[int] = set()  # functions read as making batches (``_batches_made``)
         self._batch_sources: set[int] = set()  # generators (and functions returning one) of such batches
+        self._forwarders: dict[int, bool] = {}  # per function: whether it may return another's (``_forwards_batches``)
         self._free: dict[int, frozenset[str]] = {}  # per nested function: the names it reads from around it
 
     # -- entry -----------------------------------------------------------------------------
@@ -1928,14 +1929,20 @@ class DriverAnalyzer:
         """Whether a function may return another's batches split per device: it calls a generator
         of the module that may yield them (``train_iter`` returning ``self.generate(self.train_dl)``),
         or a function that may map a split or forward one; read at its calls to tell."""
+        if id(func) in self._forwarders:
+            return self._forwarders[id(func)]
+        found = False
         for node in ast.walk(func):
             callee = self._reader(node.func) if isinstance(node, ast.Call) else None
             if callee is None or callee is func or id(callee) in seen:
                 continue
             if self._is_generator(callee) and self._splits_batches(callee) or self._maps_batches(callee) \
                     or self._forwards_batches(callee, seen | {id(func)}):
-                return True
-        return False
+                found = True
+                break
+        if not seen:  # (a result found inside a cycle may miss what the cycle's start calls)
+            self._forwarders[id(func)] = found
+        return found
 
     def _maps_batches(self, func: ast.FunctionDef) -> bool:
         """Whether a function may return an iterator of batches split per device: it maps a split
