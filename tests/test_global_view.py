@@ -2612,3 +2612,52 @@ def test_other_reads_of_an_optimizer_state_by_index_are_not_device_zero(read):
                                          f"state = jax_utils.replicate(make_state())\n        print(loss[0], {read})")
     view = plan_global(text)
     assert not view.possible and "indexes an optimizer's state" in view.blocker, view.blocker
+
+
+_DEVICES_BY_NAME = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def total_loss(w, x):
+    return jax.lax.psum(jnp.mean(x @ w), axis_name="batch")
+
+
+def main():
+    DEVICES
+    p_total_loss = jax.pmap(total_loss, axis_name="batch", devices=devices)
+    n = jax.local_device_count()
+    w = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), jnp.ones((3, 2)))
+    x = np.ones((16, 3), np.float32)
+    return p_total_loss(w, x.reshape((n, -1) + x.shape[1:]))[0]
+'''
+
+
+@pytest.mark.parametrize(("bound", "possible"), [
+    pytest.param("devices = jax.devices()", True, id="every device, bound in the function"),
+    pytest.param("jax.distributed.initialize()\n    devices = jax.devices()", True,
+                 id="bound below the function's initialize, several processes"),
+    pytest.param("devices = jax.devices()\n    jax.distributed.initialize()", False,
+                 id="bound above initialize: this process's devices"),
+    pytest.param("devices = jax.devices()[:2]", False, id="a subset"),
+    pytest.param("pass", False, id="bound at import"),
+])
+def test_devices_given_by_a_name_are_every_device_only_where_bound_so(bound, possible):
+    text = _DEVICES_BY_NAME.replace("    DEVICES", f"    {bound}")
+    if bound == "pass":
+        text = text.replace("\n\ndef main():", "\n\ndevices = jax.devices()\n\n\ndef main():")
+    view = plan_global(text)
+    assert view.possible == possible, view.blocker
+    if not possible:
+        assert "`devices=`" in view.blocker, view.blocker
+
+
+def test_devices_bound_to_a_name_in_a_scripts_main_block_are_every_device():
+    """The script's `__main__` block runs where no importer does: a name bound there to
+    `jax.devices()` is every device, as in a function."""
+    body = _DEVICES_BY_NAME[_DEVICES_BY_NAME.index("def main():"):].replace("    return ", "    print(")
+    script = _DEVICES_BY_NAME[:_DEVICES_BY_NAME.index("def main():")] + body.replace(
+        "def main():", 'if __name__ == "__main__":').replace("    DEVICES", "    devices = jax.devices()") + ")\n"
+    view = plan_global(script)
+    assert view.possible, view.blocker

@@ -707,3 +707,16 @@ def test_a_batch_split_in_a_dict_comprehension_and_put_per_device_matches_pmap(t
     assert "device_put_sharded" not in text
     report = verify(old, new, ["main"], devices=8, unreplicate="old", old_python=flax_python, timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_devices_bound_to_a_name_in_the_driving_function_are_every_device(tmp_path):
+    """`devices = jax.devices()` in `main`, given as `devices=devices`: the list as it was there,
+    every device, as without `devices=` (the names a nanoGPT trainer of a blind batch uses)."""
+    old, new = migrated_variant(
+        tmp_path, "global_every_device",
+        'p_total_loss = jax.pmap(total_loss, axis_name="batch", devices=jax.devices())\n\n\ndef main():\n',
+        'def main():\n    devices = jax.devices()\n'
+        '    p_total_loss = jax.pmap(total_loss, axis_name="batch", devices=devices)\n')
+    assert "p_total_loss = jax.jit(total_loss)" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)

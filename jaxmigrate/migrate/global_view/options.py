@@ -10,9 +10,11 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.core.flow import ancestors, enclosing_scope, loop_between, reads_of
+from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
 from jaxmigrate.migrate.global_view.commented_call import LOST
 from jaxmigrate.migrate.global_view.kinds import Blocked
+from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 
@@ -75,7 +77,10 @@ def commented_call_kept(node: ast.AST) -> bool:
 def every_device(module, value: ast.expr, line: int) -> bool:
     """``devices=jax.devices()``, or ``jax.local_devices()`` in a module run as one process:
     every device pmap maps over anyway, as the mesh does. (With several processes pmap wants
-    the same list in each; each process's own devices would map over those alone.)"""
+    the same list in each; each process's own devices would map over those alone.) Either may be
+    bound once to a name first (``global_devices = jax.devices()``: ``_device_list``)."""
+    if isinstance(value, ast.Name):
+        value = _device_list(module, value)
     if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
         return False
     qualified = module.names.qualified_name(value.func)
@@ -88,6 +93,27 @@ def every_device(module, value: ast.expr, line: int) -> bool:
         raise Blocked(line, f"`devices=jax.local_devices()` in a module run as several processes ({multi}): "
                       "pmap maps over this process's devices alone, the global view over all")
     return True
+
+
+def _device_list(module, name: ast.Name) -> ast.expr | None:
+    """What a name given as pmap's ``devices=`` is bound to, once, in a function or a script's
+    ``__main__`` block (never at import, which may come before a launcher's
+    ``jax.distributed.initialize()``): the list as it was there. In a module run as several
+    processes, only below that scope's own ``jax.distributed.initialize()``: above it, it is this
+    process's devices alone."""
+    value = single_value(module.names, name)
+    scope = enclosing_scope(module, value) if value is not None else None
+    if isinstance(scope, ast.Module):
+        scope = module.top_level(value)
+        if not is_main_guard(scope):
+            return None
+    elif not isinstance(scope, ast.FunctionDef):
+        return None
+    if planner_of(module).multi_process and not any(
+            isinstance(node, ast.Call) and module.names.qualified_name(node.func) == "jax.distributed.initialize"
+            and node.lineno < value.lineno for node in ast.walk(scope)):
+        return None
+    return value
 
 
 def def_of(module, name: ast.Name, call: ast.Call) -> ast.FunctionDef | None:
