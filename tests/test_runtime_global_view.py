@@ -720,3 +720,13 @@ def test_devices_bound_to_a_name_in_the_driving_function_are_every_device(tmp_pa
     assert "p_total_loss = jax.jit(total_loss)" in new.read_text()
     report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
     assert report.equal, render_text(report)
+
+
+def test_two_processes_give_the_pmap_results_for_batches_from_a_data_object(tmp_path):
+    """The data object's batches, each process's own (seeded by the process), laid out where the
+    step takes them: as 2 processes of 2 devices, the global batch is every process's rows, as
+    pmap's was."""
+    old, new = migrated_variant(tmp_path, "global_batches_from_a_data_object", "rng = np.random.RandomState(0)",
+                                "rng = np.random.RandomState(jax.process_index())")
+    assert "jax.make_array_from_process_local_data(NamedSharding(mesh, P(\"batch\")), batch)" in new.read_text()
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
