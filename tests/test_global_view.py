@@ -2661,3 +2661,26 @@ def test_devices_bound_to_a_name_in_a_scripts_main_block_are_every_device():
         "def main():", 'if __name__ == "__main__":').replace("    DEVICES", "    devices = jax.devices()") + ")\n"
     view = plan_global(script)
     assert view.possible, view.blocker
+
+
+_STACKED = (FIXTURES / "batches_stacked_one_per_device.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    pytest.param("            ys.append(np.asarray(y))\n",
+                 "            ys.append(np.asarray(y))\n            if x.shape[0] == 0:\n                break\n",
+                 id="a loop that may end early"),
+    pytest.param("            xs.append(np.asarray(x))\n", "            xs.append(np.asarray(x))\n            xs.append(x)\n",
+                 id="two draws a device"),
+    pytest.param("        for _ in range(n_devices):\n", "        for _ in range(2):\n", id="not one per device"),
+    pytest.param("        return jnp.stack(xs), jnp.stack(ys)", "        return jnp.stack(xs, axis=1), jnp.stack(ys)",
+                 id="stacked on another axis"),
+    pytest.param("        return jnp.stack(xs), jnp.stack(ys)", "        xs.reverse()\n        return jnp.stack(xs), jnp.stack(ys)",
+                 id="the list used otherwise"),
+    pytest.param("        xs, ys = [], []\n        for _ in range(n_devices):",
+                 "        xs, ys = [np.zeros((4, 6), np.float32)], []\n        for _ in range(n_devices):",
+                 id="a list not empty at first"),
+])
+def test_batches_stacked_one_per_device_only_where_the_list_holds_one_draw_per_device(old, new):
+    # (where only `xs` is not one draw per device, the batch mixes it with `ys`, which is)
+    assert_variant_blocked_for(_STACKED, old, new, "argument 2 of `p_train_step` (`batch`)")

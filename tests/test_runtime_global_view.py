@@ -45,7 +45,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "comments_in_the_pmap_call", "batches_split_by_einops", "batch_split_with_its_sizes_written",
     "optimizer_bound_by_partial", "attention_written_in_jax_numpy", "pmap_or_jit_by_flag",
     "matmul_attention_given_its_arrays", "batches_split_under_a_flag", "conv_net_written_with_lax",
-    "batches_from_a_data_object",
+    "batches_from_a_data_object", "batches_stacked_one_per_device",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -102,7 +102,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_optimizer_bound_by_partial": "['params']", "global_attention_written_in_jax_numpy": "['params']",
           "global_pmap_or_jit_by_flag": "['params']", "global_matmul_attention_given_its_arrays": "['params']",
           "global_batches_split_under_a_flag": "['params']", "global_conv_net_written_with_lax": "['params']",
-          "global_batches_from_a_data_object": "['params']"}
+          "global_batches_from_a_data_object": "['params']",
+          "global_batches_stacked_one_per_device": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -729,4 +730,13 @@ def test_two_processes_give_the_pmap_results_for_batches_from_a_data_object(tmp_
     old, new = migrated_variant(tmp_path, "global_batches_from_a_data_object", "rng = np.random.RandomState(0)",
                                 "rng = np.random.RandomState(jax.process_index())")
     assert "jax.make_array_from_process_local_data(NamedSharding(mesh, P(\"batch\")), batch)" in new.read_text()
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
+def test_two_processes_give_the_pmap_results_for_batches_stacked_one_per_device(tmp_path):
+    """One draw per local device, each process drawing its own: the concatenated draws of every
+    process make the global batch, device by device as pmap's stacks were."""
+    old, new = migrated_variant(tmp_path, "global_batches_stacked_one_per_device", "Loader(seed=0, batch_size=4)",
+                                "Loader(seed=jax.process_index(), batch_size=4)")
+    assert "return jnp.concatenate(xs), jnp.concatenate(ys)" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)

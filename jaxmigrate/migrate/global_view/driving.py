@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import ancestors, child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
+from jaxmigrate.migrate.global_view.device_lists import stacked_per_device
 from jaxmigrate.migrate.global_view.einops_patterns import REARRANGE, REPEAT, device_split, literal_pattern
 from jaxmigrate.migrate.global_view.flags import branch, literal_flags, runs
 from jaxmigrate.migrate.global_view.helpers import (
@@ -230,6 +231,9 @@ class DriverEdit:
     einops: tuple[ast.Constant, str, ast.keyword] | None = None
     # a split written out, `x.reshape(n, k, 28, 28)`, kept as `x.reshape(-1, 28, 28)`: (n, k), merged
     merged: tuple[ast.expr, ast.expr] | None = None
+    # batches drawn one per device and stacked, `jnp.stack(xs)`, kept as `jnp.concatenate(xs)`:
+    # the `jnp.stack` renamed (``device_lists``)
+    stacked: ast.Attribute | None = None
 
 
 def _hjoin(a, b):
@@ -1512,6 +1516,10 @@ class DriverAnalyzer:
             if action is not None and _takes(action, kind):
                 self._edit(node, action, node.args[1], helper=leaf)
                 return self._made_by(action, node)
+        listed = stacked_per_device(self.module, self.shapes.is_device_count, node)
+        if listed is not None and all(leaf == HOST for leaf in _hleaves(self.expr(listed, env))):
+            self._edit(node, "shard", node, stacked=node.func)  # `jnp.stack(xs)` of one batch per device
+            return self._sharded(node)
         copied = _copied_name(node)  # `jnp.broadcast_to(w, (n,) + w.shape)`, `np.stack([w] * n)`
         if copied is not None and self.shapes.leaf_action(node, copied.id) == "replicate" \
                 and self.expr(copied, env) == HOST:
@@ -1922,7 +1930,8 @@ class DriverAnalyzer:
         knows (flax's ``shard``, a reshape); read at its calls to tell."""
         return any(isinstance(n, ast.Call) and (self._qualified(n.func) in SHARD | {REARRANGE}
                                                 or isinstance(n.func, ast.Attribute) and n.func.attr == "reshape"
-                                                or self.helpers.of_call(n) is not None)
+                                                or self.helpers.of_call(n) is not None
+                                                or stacked_per_device(self.module, self.shapes.is_device_count, n))
                    for n in ast.walk(generator))
 
     def _forwards_batches(self, func: ast.FunctionDef, seen: frozenset[int] = frozenset()) -> bool:
@@ -2001,14 +2010,15 @@ class DriverAnalyzer:
     def _edit(self, node: ast.AST, action: str, inner: ast.expr, helper: Helper | None = None,
               keys: tuple[str, ...] = (), iterator: bool = False, per_device: ast.expr | None = None,
               einops: tuple[ast.Constant, str, ast.keyword] | None = None,
-              merged: tuple[ast.expr, ast.expr] | None = None) -> None:
+              merged: tuple[ast.expr, ast.expr] | None = None, stacked: ast.Attribute | None = None) -> None:
         if action == "shard" and self._yields_whole(self.scope_of(node)):
             action = "source"  # the generator yields the host batch; its consumer lays it out
         known = self.edits.get(id(node))
         if known is not None and known.action != action:  # a wrapper read at two calls, two ways
             raise Blocked(node.lineno, f"`{self._short(node)}` holds pmap's device axis at one call of its "
                           "function and not at another")
-        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops, merged)
+        self.edits[id(node)] = DriverEdit(node, action, inner, helper, keys, iterator, per_device, einops, merged,
+                                          stacked)
         for made in self._reads:
             made.add((node, action))
 

@@ -410,6 +410,8 @@ class Builder:
         arguments of a padded call): a name read only there is no longer read. Where a split is
         kept as the same rearrangement of whole rows, only the device count and what merges with it."""
         span = self.module.span
+        if edit.stacked is not None:
+            return []  # (`stack` renamed `concatenate`: no name is read less)
         if edit.merged is not None:
             return [(span(edit.merged[0])[0], span(edit.merged[1])[1])]
         if edit.einops is not None:
@@ -1169,6 +1171,9 @@ class Builder:
             if isinstance(node, ast.Name) and node is not edit.inner:
                 self._drop_import(node)
         jax = self.namer.jax()
+        if edit.stacked is not None:  # jnp.stack(xs) -> jnp.concatenate(xs): the batches' rows in order
+            end = self.module.span(edit.stacked)[1]
+            self.plan.edits.append(Edit(end - len(edit.stacked.attr), end, "concatenate"))
         if edit.einops is not None:  # rearrange(x, "(d b) c -> d b c'", d=n) -> rearrange(x, "b c -> b c'")
             literal, whole, count = edit.einops
             self._replace(literal, quoted_like(whole, self.module.segment(literal)))
@@ -1194,7 +1199,7 @@ class Builder:
                 self._around(edit, f"{jax}.device_put(", f", {named}({mesh}, {spec}()))")
             else:
                 self._around(edit, self._batch_layout(mesh), ")")
-            if edit.action != "place":
+            if edit.action != "place" and edit.stacked is None:
                 self._drop_import(edit.node.func)
         elif edit.action == "pad":  # flax's padding written out, the padded batch laid out on the mesh
             per_device = "" if edit.per_device is None else f", {self.module.segment(edit.per_device)}"
