@@ -36,6 +36,26 @@ def child_of(module: ParsedModule, node: ast.AST, scope: ast.AST) -> ast.AST | N
     return current
 
 
+def statement_list(module: ParsedModule, statement: ast.stmt) -> list[ast.stmt] | None:
+    """The statement list ``statement`` is in: its parent's body, ``else:``, ``finally:``..."""
+    parent = module.parent_of(statement)
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(parent, name, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            return block
+    return None
+
+
+def unpacked(module: ParsedModule, name: ast.Name) -> tuple[ast.Tuple | ast.List, int, ast.expr] | None:
+    """Where an assignment unpacks into ``name`` (``xs, ys = value``): the target, ``name``'s
+    position in it and the value assigned; None for any other name."""
+    target = module.parent_of(name)
+    statement = module.parent_of(target) if isinstance(target, (ast.Tuple, ast.List)) else None
+    if not isinstance(statement, ast.Assign):
+        return None
+    return target, next(i for i, element in enumerate(target.elts) if element is name), statement.value
+
+
 def enclosing_scope(module: ParsedModule, node: ast.AST) -> ast.AST:
     """The function, lambda, class or module whose names ``node`` is evaluated among."""
     return next((n for n in ancestors(module, node) if isinstance(n, SCOPES)), module.tree)

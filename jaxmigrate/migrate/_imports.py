@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from jaxmigrate import catalogue
 from jaxmigrate.config import DEFAULT_TARGET_JAX
 from jaxmigrate.core.edits import Edit, splice
+from jaxmigrate.core.flow import statement_list
 from jaxmigrate.core.module import ParsedModule, recent_module
 from jaxmigrate.names import ImportBinding
 
@@ -243,7 +244,7 @@ def _drop_statement(header: _Header, stmt: ast.stmt) -> Edit | None:
     start, end = header.line_start(stmt.lineno), header.line_end(stmt.end_lineno)
     code_start, code_end = header.source.span(stmt)
     parent = header.module.parent_of(stmt)
-    block = next((body for body in _blocks(parent) if any(s is stmt for s in body)), [stmt])
+    block = statement_list(header.module, stmt) or [stmt]
     if len(block) == 1 and not isinstance(parent, ast.Module):
         return Edit(code_start, code_end, "pass")
     index = next(i for i, s in enumerate(block) if s is stmt)
@@ -270,14 +271,6 @@ def _past_semicolon(text: str, at: int, line_end: int) -> int:
     """``at``, or past a trailing ``;`` that ends the line (``a; b;``)."""
     rest = text[at:line_end]
     return at + len(rest) - len(rest.lstrip(" \t;")) if rest.strip() == ";" else at
-
-
-def _blocks(parent: ast.AST | None):
-    """The statement lists of ``parent`` (a body, an ``else:``, a ``finally:``...)."""
-    for name in ("body", "orelse", "finalbody"):
-        value = getattr(parent, name, None)
-        if isinstance(value, list):
-            yield value
 
 
 def _drop_alias(header: _Header, stmt: ast.stmt, alias: ast.alias) -> Edit:

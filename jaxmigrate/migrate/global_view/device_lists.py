@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.core.flow import statement_list, unpacked
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 _STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
@@ -51,7 +52,7 @@ def stacked_per_device(module, is_device_count, node: ast.Call) -> ast.Name | No
             and not _leaves_early(loop)):
         return None
     statement = _statement(module, empty)
-    block = _block_of(module, statement)
+    block = statement_list(module, statement)
     if block is None or loop not in block or block.index(loop) < block.index(statement):
         return None
     if (node.lineno, node.col_offset) < (loop.end_lineno, loop.end_col_offset):
@@ -64,14 +65,14 @@ def _empty_list(module, binding) -> ast.AST | None:
     if isinstance(binding, ValueBinding):
         value = binding.value
         return value if isinstance(value, ast.List) and not value.elts else None
-    if not (isinstance(binding, OpaqueBinding) and isinstance(binding.node, ast.Name)):
+    found = unpacked(module, binding.node) if isinstance(binding, OpaqueBinding) \
+        and isinstance(binding.node, ast.Name) else None
+    if found is None:
         return None
-    target = module.parent_of(binding.node)
-    statement = module.parent_of(target)
-    if not (isinstance(target, ast.Tuple) and isinstance(statement, ast.Assign)
-            and isinstance(statement.value, ast.Tuple) and len(statement.value.elts) == len(target.elts)):
+    target, position, value = found
+    if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts)):
         return None
-    value = statement.value.elts[target.elts.index(binding.node)]
+    value = value.elts[position]
     return value if isinstance(value, ast.List) and not value.elts else None
 
 
@@ -122,12 +123,3 @@ def _statement(module, node: ast.AST) -> ast.stmt:
         node = module.parent_of(node)
     return node
 
-
-def _block_of(module, statement: ast.stmt) -> list[ast.stmt] | None:
-    """The statement list ``statement`` is in."""
-    parent = module.parent_of(statement)
-    for name in ("body", "orelse", "finalbody"):
-        block = getattr(parent, name, None)
-        if isinstance(block, list) and any(s is statement for s in block):
-            return block
-    return None

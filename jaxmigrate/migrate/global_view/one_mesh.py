@@ -64,7 +64,7 @@ def pass_one_mesh(module, firsts: list[tuple[ast.AST, ast.stmt]],
         found = graph.calls_of(scope)
         if found is None or any(id(caller) not in below and caller is not root for _, caller in found):
             return None
-        if _initializes_jax(module, scope):
+        if initializes_jax(module, scope):
             return None
         receivers.append(scope)
         calls += [(call, scope) for call, _ in found]
@@ -147,8 +147,9 @@ def _names(func: ast.FunctionDef, name: str) -> bool:
         isinstance(n, ast.Name) and n.id == name for n in ast.walk(func))
 
 
-def _initializes_jax(module, func: ast.FunctionDef) -> bool:
-    """Whether ``func`` calls ``jax.distributed.initialize()``: a mesh built in its caller, before
-    the call, would see only this process's devices."""
+def initializes_jax(module, scope: ast.AST, before: int | None = None) -> bool:
+    """Whether ``scope`` (above line ``before``, where given) calls ``jax.distributed.initialize()``:
+    a mesh built in its caller, before the call, or a device list taken above it, would see only
+    this process's devices."""
     return any(isinstance(n, ast.Call) and module.names.qualified_name(n.func) == "jax.distributed.initialize"
-               for n in ast.walk(func))
+               and (before is None or n.lineno < before) for n in ast.walk(scope))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmigrate.core.flow import unpacked
 from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -45,17 +46,12 @@ def _bound(module, binding) -> ast.expr | None:
     tuple literal's item; a call's result, whole, for ``updates, opt_state = tx.update(...)``)."""
     if isinstance(binding, ValueBinding):
         return binding.value
-    if not isinstance(binding, OpaqueBinding) or not isinstance(binding.node, ast.Name):
+    found = unpacked(module, binding.node) if isinstance(binding, OpaqueBinding) \
+        and isinstance(binding.node, ast.Name) else None
+    if found is None:
         return None
-    target, parent = binding.node, module.parent_of(binding.node)
-    if not isinstance(parent, (ast.Tuple, ast.List)):
-        return None
-    statement = module.parent_of(parent)
-    if not isinstance(statement, ast.Assign):
-        return None
-    value = statement.value
-    position = next(i for i, element in enumerate(parent.elts) if element is target)
-    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(parent.elts):
+    target, position, value = found
+    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
         return value.elts[position]
     return _unpacked_update(module, value, position)
 

@@ -14,6 +14,7 @@ from jaxmigrate.core.module import is_main_guard
 from jaxmigrate.migrate._pmap_sites import PMAP, Application, planner_of
 from jaxmigrate.migrate.global_view.commented_call import LOST
 from jaxmigrate.migrate.global_view.kinds import Blocked
+from jaxmigrate.migrate.global_view.one_mesh import initializes_jax
 from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -109,9 +110,7 @@ def _device_list(module, name: ast.Name) -> ast.expr | None:
             return None
     elif not isinstance(scope, ast.FunctionDef):
         return None
-    if planner_of(module).multi_process and not any(
-            isinstance(node, ast.Call) and module.names.qualified_name(node.func) == "jax.distributed.initialize"
-            and node.lineno < value.lineno for node in ast.walk(scope)):
+    if planner_of(module).multi_process and not initializes_jax(module, scope, before=value.lineno):
         return None
     return value
 
