@@ -2680,6 +2680,9 @@ _STACKED = (FIXTURES / "batches_stacked_one_per_device.in.py").read_text()
     pytest.param("        xs, ys = [], []\n        for _ in range(n_devices):",
                  "        xs, ys = [np.zeros((4, 6), np.float32)], []\n        for _ in range(n_devices):",
                  id="a list not empty at first"),
+    pytest.param("        return jnp.stack(xs), jnp.stack(ys)",
+                 "        def drop_last():\n            xs.pop()\n\n        drop_last()\n"
+                 "        return jnp.stack(xs), jnp.stack(ys)", id="the list used by a nested function"),
 ])
 def test_batches_stacked_one_per_device_only_where_the_list_holds_one_draw_per_device(old, new):
     # (where only `xs` is not one draw per device, the batch mixes it with `ys`, which is)

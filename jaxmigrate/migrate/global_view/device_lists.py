@@ -13,17 +13,17 @@ Scripts that feed a pmap without splitting one host batch often draw one batch p
 Device i gets ``xs[i]``. The global view's batch is their rows one after the other,
 ``jnp.concatenate(xs)``, which a layout over the batch axis splits back into the same ``xs[i]``
 per device. That holds only where the list holds exactly one batch per device, in order: it is
-bound to ``[]`` once, and the only other use of it is one ``xs.append(...)`` statement directly in
-the body of a ``for`` over ``range(n)``, ``n`` the local device count, with no ``break``,
-``continue`` or ``return`` in that body, the ``[]`` above the loop in the same block, the stack
-below it; ``stack`` is given the list alone (``axis`` 0).
+bound to ``[]`` once, and the only other use of it (here or in a function nested here) is one
+``xs.append(...)`` statement directly in the body of a ``for`` over ``range(n)``, ``n`` the local
+device count, with no ``break``, ``continue`` or ``return`` in that body, the ``[]`` above the
+loop in the same block, the stack below it; ``stack`` is given the list alone (``axis`` 0).
 """
 
 from __future__ import annotations
 
 import ast
 
-from jaxmigrate.core.flow import statement_list, unpacked
+from jaxmigrate.core.flow import reads_of, statement_list, unpacked
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 _STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
@@ -41,9 +41,8 @@ def stacked_per_device(module, is_device_count, node: ast.Call) -> ast.Name | No
     empty = _empty_list(module, bindings[0]) if len(bindings) == 1 else None
     if empty is None:
         return None
-    scope = _scope(module, empty)
-    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == listed.id
-            and isinstance(n.ctx, ast.Load) and _scope(module, n) is scope]
+    bound = bindings[0].value if isinstance(bindings[0], ValueBinding) else bindings[0].node
+    uses = reads_of(module, listed.id, bound)  # (a nested function's reads too)
     appends = [n for n in uses if n is not listed and _append_statement(module, n) is not None]
     if len(appends) != 1 or any(n is not listed and n not in appends for n in uses):
         return None
@@ -74,14 +73,6 @@ def _empty_list(module, binding) -> ast.AST | None:
         return None
     value = value.elts[position]
     return value if isinstance(value, ast.List) and not value.elts else None
-
-
-def _scope(module, node: ast.AST) -> ast.AST:
-    """The function (or module) whose own code ``node`` is."""
-    while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                                     ast.Module)):
-        node = module.parent_of(node)
-    return node
 
 
 def _append_statement(module, name: ast.Name) -> ast.Expr | None:
