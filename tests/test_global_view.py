@@ -2600,7 +2600,7 @@ def test_an_index_of_a_replicated_optimizer_state_is_not_read_as_device_zero():
     the `.count[0]` below it reads device 0's copy. Read as device 0's, the fix gave the program
     `opt_state[0].count[0]` (the whole state where its first part was)."""
     view = plan_global(_OPTIMIZER_STATE_READ)
-    assert not view.possible and "`opt_state[0]` indexes an optimizer's state" in view.blocker, view.blocker
+    assert not view.possible and "`opt_state[0]` may take the first part of a tuple" in view.blocker, view.blocker
     read_by_a_field = _OPTIMIZER_STATE_READ.replace("opt_state[0][0].count[0]", "loss[0]")
     fixed = fix(read_by_a_field, set())
     assert "print(loss, loss)" in fixed, fixed
@@ -2611,7 +2611,42 @@ def test_other_reads_of_an_optimizer_state_by_index_are_not_device_zero(read):
     text = _OPTIMIZER_STATE_READ.replace("print(loss[0], opt_state[0][0].count[0])",
                                          f"state = jax_utils.replicate(make_state())\n        print(loss[0], {read})")
     view = plan_global(text)
-    assert not view.possible and "indexes an optimizer's state" in view.blocker, view.blocker
+    assert not view.possible and "may take the first part of a tuple or list" in view.blocker, view.blocker
+
+
+_PAIR_READ = '''
+import jax
+import jax.numpy as jnp
+
+
+def make():
+    return jnp.zeros(3), jnp.ones(3)
+
+
+def step(w, x):
+    return jax.lax.pmean(w + x.mean(), "i")
+
+
+def main():
+    n = jax.local_device_count()
+    both = jax.device_put_replicated(make(), jax.local_devices())
+    w = jax.device_put_replicated(jnp.zeros(3), jax.local_devices())
+    p_step = jax.pmap(step, axis_name="i")
+    for _ in range(3):
+        w = p_step(w, jnp.ones((n * 4, 3)).reshape((n, 4, 3)))
+    print(both[0], w[0])
+'''
+
+
+def test_an_index_of_a_replicated_tuple_is_its_first_part_not_device_zero():
+    """`both[0]` of a replicated pair is the pair's first array under pmap (with the device axis):
+    the fix once gave the program `print(both, w)`, the whole pair where its first part was."""
+    view = plan_global(_PAIR_READ)
+    line = _PAIR_READ.splitlines().index("    print(both[0], w[0])") + 1
+    assert not view.possible and view.line == line, view.blocker
+    assert "`both[0]` may take the first part of a tuple or list" in view.blocker, view.blocker
+    one_array = _PAIR_READ.replace("return jnp.zeros(3), jnp.ones(3)", "return jnp.zeros(3)")
+    assert "    print(both, w)\n" in fix(one_array, set())
 
 
 _DEVICES_BY_NAME = '''

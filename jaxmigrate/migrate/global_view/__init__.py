@@ -9,6 +9,8 @@ One idea per module:
              which block;
 ``shapes``   which expressions add or remove pmap's leading device axis (broadcasts, device-count
              reshapes, ``x[0]``);
+``arrays``   which values are one array, so ``x[0]`` of one replicated is device 0's copy (of a
+             tuple or list it is the first part);
 ``helpers``  the program's own replicate / shard / unreplicate helpers, known by their bodies;
 ``driving``  the code that drives the steps, followed into and out of the functions it calls, and
              the generators that make their batches;

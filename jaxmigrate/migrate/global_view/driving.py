@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from jaxmigrate.core.flow import ancestors, child_of, reads_of
 from jaxmigrate.migrate._pmap_sites import planner_of
+from jaxmigrate.migrate.global_view.arrays import ArrayProof
 from jaxmigrate.migrate.global_view.device_lists import stacked_per_device
 from jaxmigrate.migrate.global_view.einops_patterns import REARRANGE, REPEAT, device_split, literal_pattern
 from jaxmigrate.migrate.global_view.flags import branch, literal_flags, runs
@@ -49,7 +50,6 @@ from jaxmigrate.migrate.global_view.objects import (
     reads_only_through_self,
     self_attribute,
 )
-from jaxmigrate.migrate.global_view.optimizer_states import optimizer_state
 from jaxmigrate.migrate.global_view.kinds import (
     BOT,
     KEY,
@@ -1308,12 +1308,12 @@ class DriverAnalyzer:
             if isinstance(inner, ast.Call) and self._qualified(inner.func) == "jax.device_get" and len(inner.args) == 1:
                 kind = self.expr(inner.args[0], env)
                 if _replicated(kind):
-                    self._device_zero(node, inner.args[0])
+                    self._device_zero(node, inner.args[0], env)
                     self._edit(node, "index", inner)
                     return HOST
             kind = self.expr(inner, env)
             if _replicated(kind):
-                self._device_zero(node, inner)
+                self._device_zero(node, inner, env)
                 self._edit(node, "index", inner)
                 return HOST
             if isinstance(kind, tuple):
@@ -1337,13 +1337,34 @@ class DriverAnalyzer:
             raise Blocked(node.lineno, f"`{self._short(node)}` indexes a value with pmap's device axis")
         return HOST
 
-    def _device_zero(self, node: ast.Subscript, indexed: ast.expr) -> None:
-        """``node``, ``x[0]`` of a replicated ``x``, reads device 0's copy, unless ``x`` is an
-        optimizer's state: a tuple, whose ``[0]`` is its first part under pmap too."""
-        if optimizer_state(self.module, indexed):
-            raise Blocked(node.lineno, f"`{self._short(node)}` indexes an optimizer's state (a tuple: its first "
-                          "part under pmap, not device 0's copy), replicated; this fix reads `x[0]` of a "
-                          "replicated value as device 0's copy only where `x` is not one")
+    def _device_zero(self, node: ast.Subscript, indexed: ast.expr, env: dict) -> None:
+        """``node``, ``x[0]`` of a replicated ``x``, reads device 0's copy only where ``x`` is one
+        array: of a tuple or list it is the first part under pmap too (``arrays``)."""
+        given: dict = {}
+        for (func, _), passed in zip(self._inline, self._passed):  # the calls being read, outermost first
+            params = {a.arg: a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+            given = {**given, **{id(params[name]): (value, given) for name, value in passed.items() if name in params}}
+        if not ArrayProof(self.module, lambda call: self._step_function(call, env)).one_array(indexed, given):
+            raise Blocked(node.lineno, f"`{self._short(node)}` may take the first part of a tuple or list (which "
+                          f"stays under pmap), not device 0's copy: this fix reads `x[0]` of a replicated value as "
+                          f"device 0's copy only where it can tell `{self._short(indexed)}` is one array")
+
+    def _step_function(self, call: ast.Call, env: dict) -> tuple[ast.FunctionDef, bool] | None:
+        """The def a call of a step runs, and whether the call's arguments are its parameters."""
+        func = call.func
+        step = None
+        if isinstance(func, ast.Call):
+            step = self._step_bindings.get(id(func))
+        elif isinstance(func, ast.Subscript):
+            step = self._entry_of(func)
+        elif isinstance(func, ast.Name):
+            ref = env.get(func.id)
+            step = self.steps.get(ref.name) if isinstance(ref, StepRef) else self._step_of(func)
+        elif isinstance(func, ast.Attribute) and (held := self_attribute(self.module, func)) is not None:
+            step = self._held.get((id(held[0]), held[1]))
+        if step is None or step.func is None:
+            return None
+        return step.func, not (step.bound or step.keyword_only)
 
     def _qualified(self, node: ast.expr) -> str | None:
         return self.names.qualified_name(node)
