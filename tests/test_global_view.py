@@ -2649,6 +2649,16 @@ def test_an_index_of_a_replicated_tuple_is_its_first_part_not_device_zero():
     assert "    print(both, w)\n" in fix(one_array, set())
 
 
+def test_a_helper_that_indexes_its_argument_reads_device_zero_only_of_one_array():
+    """`def first(v): return v[0]` is an unreplicate of one array; of the replicated pair it gives
+    the pair's first part, which the fix once rewrote to the whole pair."""
+    helper = _PAIR_READ.replace("def step(w, x):", "def first(v):\n    return v[0]\n\n\ndef step(w, x):")
+    view = plan_global(helper.replace("print(both[0], w[0])", "print(first(both), first(w))"))
+    assert not view.possible and "`first(both)` may take the first part of a tuple" in view.blocker, view.blocker
+    fixed = fix(helper.replace("print(both[0], w[0])", "print(first(w))"), set())
+    assert "    print(w)\n" in fixed
+
+
 _DEVICES_BY_NAME = '''
 import jax
 import jax.numpy as jnp

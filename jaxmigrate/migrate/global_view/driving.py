@@ -1453,6 +1453,8 @@ class DriverAnalyzer:
             for devices in taken:
                 self._host(devices, env)  # (every local device, or their count: `of_call` checked)
             if _takes(helper.action, kind):
+                if helper.action in _READS_DEVICE_ZERO and not helper.per_leaf:
+                    self._device_zero(node, value, env)  # `return x[0]`: of a tuple, its first part
                 self._edit(node, helper.action, value, helper)
                 return _per_item(value, self._made_by(helper.action, node))
         reader = self._reader(func)

@@ -57,6 +57,9 @@ class Helper:
     # (`device_put_replicated(x, devices)`), or "count", the device count (`shard(x, n)`). A call
     # is the helper's only where it passes every local device, or their count, there.
     takes: str | None = None
+    # Whether it acts on each leaf of a tree map (`tree_map(lambda x: x[0], tree)`), or on its
+    # argument itself (`return x[0]`: device 0's copy only of one array, of a tuple its first part).
+    per_leaf: bool = True
 
 
 class HelperSummaries:
@@ -131,7 +134,13 @@ class HelperSummaries:
         if id(fn) not in self._summaries:
             self._summaries[id(fn)] = self._summarise(fn)
         summary = self._summaries[id(fn)]
-        return Helper(name, fn, statement, summary[0], takes=summary[1]) if summary else None
+        return Helper(name, fn, statement, summary[0], takes=summary[1], per_leaf=self._maps_leaves(fn)) \
+            if summary else None
+
+    def _maps_leaves(self, fn: ast.FunctionDef | ast.Lambda) -> bool:
+        """Whether the helper returns a tree map (its action is on each leaf)."""
+        result = fn.body if isinstance(fn, ast.Lambda) else _without_docstring(fn.body)[-1].value
+        return isinstance(result, ast.Call) and self.module.names.qualified_name(result.func) in TREE_MAPS
 
     def replicate_method(self, call: ast.Call) -> tuple[Helper, tuple[str, ...]] | None:
         """``state.replicate()`` of an object a class of this module makes, whose method of that
@@ -215,7 +224,7 @@ class HelperSummaries:
         if helper is None:
             return None
         short = func.id if isinstance(func, ast.Name) else ast.unparse(func)
-        return Helper(short, None, None, helper.action, str(found.path), helper.takes)
+        return Helper(short, None, None, helper.action, str(found.path), helper.takes, helper.per_leaf)
 
     def _summarise(self, fn: ast.FunctionDef | ast.Lambda) -> tuple[str, str | None] | None:
         """(what the helper does, what its second parameter is: ``Helper.takes``), or None."""
