@@ -250,6 +250,21 @@ def test_a_multi_line_call_keeps_its_own_continuation_indent():
             "        ),\n        donate_argnums=(0,),\n  )\n  return p(x)\n") in text
 
 
+
+@pytest.mark.parametrize("donated", ["tuple()", "tuple([0])", "list((0,))", "[0]"])
+def test_argnums_built_by_tuple_or_list_of_a_literal_are_literals(donated):
+    code = driven(f"p = jax.pmap(step, 'i', donate_argnums={donated})\nreturn p(x)\n")
+    (site,) = rewrite_module(code).sites
+    assert site.rewritable, site.reason
+    assert f"donate_argnums={donated}," in rewrite_module(code).text
+
+
+def test_tuple_bound_to_something_else_is_no_literal():
+    code = driven("p = jax.pmap(step, 'i', donate_argnums=tuple())\nreturn p(x)\n").replace(
+        "def main():\n", "def main(tuple=list):\n")
+    (site,) = rewrite_module(code).sites
+    assert not site.rewritable and "`donate_argnums=` is not a literal" in site.reason
+
 def test_jax_imported_in_a_function_only_is_imported_at_module_level_for_the_mesh():
     code = driven("return jax.pmap(g, 'i')(x)\n", head="")
     code = code.replace("def main():\n", "def main():\n    import jax\n")

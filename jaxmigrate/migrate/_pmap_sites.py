@@ -107,7 +107,10 @@ def _has_none(node: ast.expr) -> bool:
     return any(isinstance(n, ast.Constant) and n.value is None for n in ast.walk(node))
 
 
-def _argnums_literal(node: ast.expr) -> tuple[int, ...] | None:
+def _argnums_literal(node: ast.expr, names) -> tuple[int, ...] | None:
+    if isinstance(node, ast.Call) and names.builtin(node.func) in ("tuple", "list") and not node.keywords \
+            and len(node.args) <= 1:  # `tuple()`, `tuple([0, 1])`
+        return _argnums_literal(node.args[0], names) if node.args else ()
     try:
         value = ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):
@@ -298,7 +301,7 @@ class Planner:
         argnums = {}
         for name in ("static_broadcasted_argnums", "donate_argnums"):
             if name in given:
-                argnums[name] = _argnums_literal(given[name])
+                argnums[name] = _argnums_literal(given[name], self.resolver)
                 if argnums[name] is None:
                     return self._no(app, f"`{name}=` is not a literal int or tuple of ints >= 0")
         static = argnums.get("static_broadcasted_argnums", ())
