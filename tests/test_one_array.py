@@ -54,7 +54,8 @@ def _print_proven(text: str) -> bool:
     "x = jnp.zeros(3)",
     "x = np.asarray(y)",
     "x = float(y)",
-    "x = y.mean()",
+    "x = jnp.ones(3).mean()",
+    "x = y.astype(jnp.float32)",  # (only arrays have `astype`)
     "x = y.shape[0]",
     "x = a - b",
     "x = -a",
@@ -65,7 +66,7 @@ def _print_proven(text: str) -> bool:
     "x = optax.softmax_cross_entropy_with_integer_labels(a, b).mean()",
     "x, grads = jax.value_and_grad(lambda p: jnp.sum(p))(y)",
     "(x, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(y)",
-    "(value, x), grads = jax.value_and_grad(lambda p: (jnp.sum(p), p.mean()), has_aux=True)(y)",
+    "(value, x), grads = jax.value_and_grad(lambda p: (jnp.sum(p), jnp.mean(p)), has_aux=True)(y)",
     "value, x = jax.value_and_grad(loss_fn, has_aux=True)(jnp.ones(3))",
     "x = jax.grad(lambda p: jnp.sum(p))(jnp.ones(3))",
     "x = make_array()",
@@ -91,6 +92,7 @@ def test_what_is_proven_one_array(body):
     "x = jnp.linalg.svd(y)",
     "x = y.shape",
     "x = y.tolist()",
+    "x = y.mean()",  # (`mean` of an object of unknown kind: any class may define one)
     "x = sum(pairs, ())",
     "x, grads = jax.value_and_grad(loss_fn, has_aux=True)(y)",  # `x` is `(loss, aux)`
     "value, x = jax.value_and_grad(loss_fn)(y)",  # the grads, shaped like `y`

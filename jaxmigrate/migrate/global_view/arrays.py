@@ -6,9 +6,9 @@ state, a step's ``(loss, accuracy)``, a helper's pair. Dropping the index there 
 tuple where its first part was. So the index is dropped only where ``x`` is proven to be one array,
 read from where it is made:
 
-- what ``jax.numpy``, ``numpy``, ``jax.nn``, ``jax.random``, an optax loss, ``float`` or an array's
-  own method (``.mean()``, ``.astype(...)``) returns, but for the functions that return several
-  arrays (``jnp.split``, ``jnp.linalg.svd``...);
+- what ``jax.numpy``, ``numpy``, ``jax.nn``, ``jax.random``, an optax loss or ``float`` returns, but
+  for the functions that return several arrays (``jnp.split``, ``jnp.linalg.svd``...); a method
+  only arrays have (``.astype(...)``), or a reduction (``.mean()``) of a value proven no tuple;
 - arithmetic that no tuple or list can do (``a - b``, ``-a``), or does with an array (``a + x.sum()``);
 - a collective, a transfer or a replicate of one array; a ``jax.value_and_grad``'s value;
 - what a function of the module, a step or a jitted function returns there, with its arguments
@@ -40,12 +40,14 @@ _SEVERAL = frozenset({
     "eig", "eigh", "svd", "qr", "slogdet", "lstsq", "vectorize", "frompyfunc", "tree_map", "dtype",
     "finfo", "iinfo", "shape", "broadcast_shapes", "einsum_path",
 })
-# An array's methods that return an array (a tuple or list has none of them).
+# Methods that only arrays have (no tuple or list has them): an array, or `.item()` a number.
 _ARRAY_METHODS = frozenset({
-    "mean", "sum", "max", "min", "prod", "std", "var", "argmax", "argmin", "astype", "reshape", "squeeze",
-    "ravel", "flatten", "item", "all", "any", "round", "clip", "transpose", "cumsum", "dot", "conj",
-    "block_until_ready",
+    "astype", "reshape", "squeeze", "ravel", "flatten", "transpose", "argmax", "argmin", "cumsum", "conj",
+    "block_until_ready", "item",
 })
+# An array's reductions, whose names other objects use too (`stats.mean()`): an array where the
+# object is proven no tuple or list.
+_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "prod", "std", "var", "all", "any", "round", "clip", "dot"})
 # `x.at[i].set(v)` and the like.
 _AT_METHODS = frozenset({"set", "add", "multiply", "divide", "power", "min", "max", "apply", "get"})
 # Calls that give their first argument's structure back: collectives, transfers, replicates.
@@ -128,7 +130,7 @@ class ArrayProof:
     def _call(self, node: ast.Call, env: dict, depth: int) -> int:
         func = node.func
         if isinstance(func, ast.Attribute) and self.names.qualified_name(func) is None:
-            if func.attr in _ARRAY_METHODS:
+            if func.attr in _ARRAY_METHODS or func.attr in _REDUCTIONS and self._level(func.value, env, depth):
                 return NUMBER if func.attr == "item" else ARRAY
             if func.attr in _AT_METHODS and isinstance(func.value, ast.Subscript) \
                     and isinstance(func.value.value, ast.Attribute) and func.value.value.attr == "at":
