@@ -77,6 +77,8 @@ def _print_proven(text: str) -> bool:
     "x = sum(jnp.sum(p) for p in ps)",
     "x = jax.tree.map(lambda v: v * 2.0, jnp.ones(3))",
     "x = a\nx = jnp.ones(3)",
+    "x = make_pair()[1]",
+    "pair = jax.device_put_replicated(make_pair(), jax.local_devices())\nx = pair[0]",
 ])
 def test_what_is_proven_one_array(body):
     assert _proven(body)
@@ -107,6 +109,7 @@ def test_what_is_proven_one_array(body):
     "x = jnp.ones(3)\nfor x in pairs:\n    pass",
     "x = jnp.ones(3)\nwith k as x:\n    pass",
     "x = a | b",  # dicts merged
+    "x = (make_pair(), 1)[0]",
 ])
 def test_what_is_not_proven_one_array(body):
     assert not _proven(body)

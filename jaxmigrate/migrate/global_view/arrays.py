@@ -112,7 +112,12 @@ class ArrayProof:
             if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                     and not isinstance(node.slice, ast.Slice):
                 return NUMBER  # `x.shape[0]`
-            return ARRAY if self._level(node.value, env, depth) == ARRAY else UNKNOWN  # an index of an array
+            if self._level(node.value, env, depth) == ARRAY:
+                return ARRAY  # an index of an array
+            index = node.slice
+            if isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0:
+                return self._part(node.value, [index.value], env, depth)  # `pair[0]`: its first part
+            return UNKNOWN
         if isinstance(node, ast.Attribute) and node.attr in ("size", "ndim", "T", "real", "imag"):
             return self._level(node.value, env, depth)
         if isinstance(node, ast.Call):
