@@ -136,3 +136,11 @@ def test_a_parameter_is_what_every_call_of_its_function_gives_it(calls, proven):
 def test_a_parameter_annotated_as_an_array_is_one(annotation, proven):
     header = _HEADER.replace("def probe(y, a, b, k, ps, pairs):", f"def probe(x: {annotation}):")
     assert _proven("pass", header=header) is proven
+
+
+@pytest.mark.parametrize(("terms", "proven"), [(100, True), (1000, False)])
+def test_a_value_made_by_too_many_ways_is_not_proven(terms, proven):
+    """`x0 or x0 or ...`: the proof reads every term. It reads at most a fixed number of expressions
+    for one value (``arrays._STEPS``), so a module that branches wide cannot make it slow; past
+    that, the value is not proven (and the global view blocks)."""
+    assert _proven("x0 = jnp.ones(3)\nx = " + " or ".join(["x0"] * terms)) is proven

@@ -63,7 +63,8 @@ _VALUE_AND_GRADS = frozenset({"jax.value_and_grad", "equinox.filter_value_and_gr
 _TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 _SCALARS = frozenset({"float", "int", "bool", "len", "abs", "round"})
 _ANNOTATIONS = frozenset({"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"})
-_DEPTH = 12
+_DEPTH = 12  # calls and bindings followed from the value
+_STEPS = 2_000  # expressions read for one value, at most
 
 # How much is proven of a value: nothing; that it is no tuple or list (it may be a Python number,
 # which repeats a tuple it multiplies); that it is an array.
@@ -82,18 +83,21 @@ class ArrayProof:
         self.names = module.names
         self.step_function = step_function
         self._proving: set[tuple[int, int]] = set()  # (binding, env) being proven
+        self._steps = _STEPS
 
     def one_array(self, node: ast.expr, given: dict | None = None) -> bool:
         """Whether ``node`` is proven one array (or a number); ``given``: what the calls being read
         pass the parameters of the functions it is in (``id`` of a parameter: its argument and
         the ``given`` of the call's own function)."""
+        self._steps = _STEPS
         return self._level(node, given or {}, _DEPTH) > UNKNOWN
 
     # -- expressions -----------------------------------------------------------------------
 
     def _level(self, node: ast.expr, env: dict, depth: int) -> int:
-        if depth <= 0:
-            return UNKNOWN
+        self._steps -= 1
+        if depth <= 0 or self._steps < 0:
+            return UNKNOWN  # (not proven: a value made this far away, or by this many ways, blocks)
         depth -= 1
         if isinstance(node, ast.Constant):
             return NUMBER if type(node.value) in (int, float, complex, bool) else UNKNOWN
