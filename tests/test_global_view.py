@@ -2659,6 +2659,18 @@ def test_a_helper_that_indexes_its_argument_reads_device_zero_only_of_one_array(
     assert "    print(w)\n" in fixed
 
 
+def test_a_parameter_nothing_here_passes_blocks_and_the_finding_names_the_annotation_that_proves_it():
+    """`fit(w, x)`, called only from outside the module: `w[0]` is device 0's copy only if `w` is
+    an array, which the module cannot show; the finding says which annotation would."""
+    annotated = (FIXTURES / "devices_every_device.in.py").read_text()
+    text = annotated.replace("def fit(w: jax.Array, x: jax.Array):", "def fit(w, x):")
+    assert text != annotated and plan_global(annotated).possible
+    view = plan_global(text)
+    line = text.splitlines().index("def fit(w, x):") + 1
+    assert not view.possible and f"parameter `w` (line {line}) is annotated `jax.Array`" in view.blocker, view.blocker
+    assert "annotated" not in plan_global(_PAIR_READ).blocker  # (no annotation makes a pair one array)
+
+
 _DEVICES_BY_NAME = '''
 import jax
 import jax.numpy as jnp

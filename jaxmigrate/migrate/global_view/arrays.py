@@ -78,10 +78,13 @@ StepFunction = Callable[[ast.Call], "tuple[ast.FunctionDef, bool] | None"]
 class ArrayProof:
     """Proves values one array (see the module's docstring)."""
 
-    def __init__(self, module, step_function: StepFunction = lambda call: None) -> None:
+    def __init__(self, module, step_function: StepFunction = lambda call: None, assumed: frozenset[int] = frozenset()
+                 ) -> None:
         self.module = module
         self.names = module.names
         self.step_function = step_function
+        self.assumed = assumed  # parameters (by ``id``) taken as annotated arrays (``annotations_needed``)
+        self.unannotated: dict[int, ast.arg] = {}  # parameters met, unannotated and not proven by their calls
         self._proving: set[tuple[int, int]] = set()  # (binding, env) being proven
         self._steps = _STEPS
 
@@ -91,6 +94,15 @@ class ArrayProof:
         the ``given`` of the call's own function)."""
         self._steps = _STEPS
         return self._level(node, given or {}, _DEPTH) > UNKNOWN
+
+    def annotations_needed(self, node: ast.expr, given: dict | None = None) -> list[ast.arg]:
+        """The unannotated parameters whose annotation as arrays would prove ``node`` one array
+        (a finding's hint); empty where annotating them would not."""
+        if self.one_array(node, given) or not self.unannotated:
+            return []
+        params = list(self.unannotated.values())
+        again = ArrayProof(self.module, self.step_function, frozenset(map(id, params)))
+        return params if again.one_array(node, given) else []
 
     # -- expressions -----------------------------------------------------------------------
 
@@ -396,8 +408,16 @@ class ArrayProof:
         """A parameter no call being read gives: an array where annotated as one, else what every
         call of its function in the module gives it (one call at least, and the function only
         called: a function passed as a value is called with anything)."""
-        if param.annotation is not None and self.names.qualified_name(param.annotation) in _ANNOTATIONS:
+        if param.annotation is not None and self.names.qualified_name(param.annotation) in _ANNOTATIONS \
+                or id(param) in self.assumed:
             return ARRAY
+        level = self._called_with(param, depth)
+        if level == UNKNOWN and param.annotation is None:
+            self.unannotated.setdefault(id(param), param)
+        return level
+
+    def _called_with(self, param: ast.arg, depth: int) -> int:
+        """What every call of the parameter's function in the module gives it."""
         definition = self.module.parent_of(self.module.parent_of(param))
         if not isinstance(definition, ast.FunctionDef):
             return UNKNOWN

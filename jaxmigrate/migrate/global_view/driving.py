@@ -1344,10 +1344,14 @@ class DriverAnalyzer:
         for (func, _), passed in zip(self._inline, self._passed):  # the calls being read, outermost first
             params = {a.arg: a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
             given = {**given, **{id(params[name]): (value, given) for name, value in passed.items() if name in params}}
-        if not ArrayProof(self.module, lambda call: self._step_function(call, env)).one_array(indexed, given):
+        proof = ArrayProof(self.module, lambda call: self._step_function(call, env))
+        if not proof.one_array(indexed, given):
+            needed = proof.annotations_needed(indexed, given)
+            hint = "; it can where {} annotated `jax.Array`".format(
+                " and ".join(f"parameter `{p.arg}` (line {p.lineno}) is" for p in needed)) if needed else ""
             raise Blocked(node.lineno, f"`{self._short(node)}` may take the first part of a tuple or list (which "
                           f"stays under pmap), not device 0's copy: this fix reads `x[0]` of a replicated value as "
-                          f"device 0's copy only where it can tell `{self._short(indexed)}` is one array")
+                          f"device 0's copy only where it can tell `{self._short(indexed)}` is one array{hint}")
 
     def _step_function(self, call: ast.Call, env: dict) -> tuple[ast.FunctionDef, bool] | None:
         """The def a call of a step runs, and whether the call's arguments are its parameters."""
