@@ -2671,6 +2671,19 @@ def test_a_parameter_nothing_here_passes_blocks_and_the_finding_names_the_annota
     assert "annotated" not in plan_global(_PAIR_READ).blocker  # (no annotation makes a pair one array)
 
 
+def test_the_last_devices_copy_of_a_replicated_value_is_device_zeros():
+    """`loss[-1]` of a `pmean`ed loss (nanoGPT logs it so): every device holds the same value, so the
+    last device's copy is the one value the global view computes (tests/test_runtime_global_view.py
+    runs it against pmap)."""
+    text = (FIXTURES / "keyword_arguments.in.py").read_text().replace("losses.append(loss[0])",
+                                                                     "losses.append(loss[-1])")
+    assert "losses.append(loss[-1])" in text
+    assert "        losses.append(loss)\n" in fix(text, set())
+    pair = _PAIR_READ.replace("print(both[0], w[0])", "print(both[-1], w[-1])")
+    view = plan_global(pair)
+    assert not view.possible and "`both[-1]` may take the first part of a tuple" in view.blocker, view.blocker
+
+
 _DEVICES_BY_NAME = '''
 import jax
 import jax.numpy as jnp

@@ -457,6 +457,14 @@ def test_a_step_with_keyword_only_parameters_matches_pmap(tmp_path):
     assert report.equal, render_text(report)
 
 
+def test_the_last_devices_copy_of_a_replicated_loss_matches_pmap(tmp_path):
+    """`loss[-1]` of the `pmean`ed loss: the last device's copy under pmap, the one loss under jit."""
+    old, new = migrated_variant(tmp_path, "global_keyword_arguments", "losses.append(loss[0])",
+                                "losses.append(loss[-1])")
+    assert "losses.append(loss)" in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
 def test_a_step_makers_call_given_straight_to_pmap_matches_pmap(tmp_path, flax_python):
     """`jax.pmap(make_train_step(optimizer), axis_name=...)`, the maker's call given to pmap with no
     name of its own: the def it makes is the step, as through `train_step = make_train_step(...)`."""

@@ -1318,6 +1318,11 @@ class DriverAnalyzer:
                 return HOST
             if isinstance(kind, tuple):
                 return kind[0]
+        if _is_last(node.slice) and self.expr(inner, env) == DREP:
+            # `loss[-1]`: the last device's copy, which is device 0's (per-device keys are not)
+            self._device_zero(node, inner, env)
+            self._edit(node, "index", inner)
+            return HOST
         self._host(node.slice, env)
         kind = self.expr(inner, env)
         if isinstance(kind, HostEntries) and _literal_key(node.slice) is not None:
@@ -2048,6 +2053,12 @@ class DriverAnalyzer:
                                           stacked)
         for made in self._reads:
             made.add((node, action))
+
+
+def _is_last(node: ast.expr) -> bool:
+    """``-1``."""
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+        and type(node.operand.value) is int and node.operand.value == 1
 
 
 def _literal_key(node: ast.expr) -> str | None:
