@@ -102,3 +102,15 @@ def test_a_batch_preparer_is_a_function_whose_leaf_function_ends_in_a_device_cou
 ])
 def test_a_device_count_reshape_splits_in_either_form(body, action):
     assert _action(body) == action
+
+
+@pytest.mark.parametrize(("body", "action"), [
+    ("jax.device_put_sharded(np.split(x, n), devices)", "shard"),
+    ("jax.device_put_sharded(jnp.split(x, len(devices), axis=0), jax.local_devices())", "shard"),
+    ("jax.device_put_sharded(np.split(x, n, 0), devices)", "shard"),
+    ("jax.device_put_sharded(np.split(x, n, axis=-1), devices)", None),  # the last axis
+    ("jax.device_put_sharded(np.split(x, 2), devices)", None),  # not the device count
+    ("jax.device_put_sharded(np.split(x, n), other)", None),  # other devices
+])
+def test_a_split_into_one_part_per_device_put_there_is_a_shard(body, action):
+    assert _action(body) == action

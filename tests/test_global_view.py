@@ -2684,6 +2684,21 @@ def test_the_last_devices_copy_of_a_replicated_value_is_device_zeros():
     assert not view.possible and "`both[-1]` may take the first part of a tuple" in view.blocker, view.blocker
 
 
+_PUT_SHARDED = (FIXTURES / "batches_put_sharded_by_split.in.py").read_text()
+
+
+@pytest.mark.parametrize("split", [
+    "jax.device_put_sharded(jnp.split(bx, 2, axis=0), devices)",  # not one part per device
+    "jax.device_put_sharded(jnp.split(bx, n_devices, axis=1), devices)",  # the features split
+    "jax.device_put_sharded(jnp.array_split(bx, n_devices), devices)",  # parts that may differ
+    "jax.device_put_sharded(jnp.split(bx, n_devices, axis=0), devices[:2])",  # some devices
+    "jax.device_put_sharded(jnp.split(bx, [4, 8]), devices)",  # cut at given rows
+])
+def test_a_split_put_on_devices_that_is_not_one_equal_part_per_device_blocks(split):
+    assert_variant_blocks(_PUT_SHARDED, "jax.device_put_sharded(jnp.split(bx, n_devices, axis=0), devices)", split,
+                          "params, loss = p_train_step(", "argument 2 of `p_train_step` (`bx`) is not made by")
+
+
 _DEVICES_BY_NAME = '''
 import jax
 import jax.numpy as jnp

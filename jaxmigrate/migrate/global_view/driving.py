@@ -1596,6 +1596,12 @@ class DriverAnalyzer:
                 split = self._written_split(node, node.args[1:], env)
                 if split is not None:
                     return split
+        split_from = self.shapes.split_per_device(node) if qualified == DEVICE_PUT_SHARDED else None
+        if split_from is not None and self.expr(split_from, env) == HOST:  # device_put_sharded(jnp.split(x, n), devices)
+            self._host(node.args[0].args[1], env)
+            self._host(node.args[1], env)
+            self._edit(node, "shard", split_from)
+            return self._sharded(node)
         if qualified == REARRANGE:
             split = self._einops_split(node, env)
             if split is not None:

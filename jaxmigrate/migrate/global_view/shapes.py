@@ -42,6 +42,7 @@ _NAMED_SHARDINGS = frozenset({"jax.sharding.NamedSharding", "jax.NamedSharding"}
 _MESH = "jax.sharding.Mesh"
 _SPECS = frozenset({"jax.sharding.PartitionSpec", "jax.P"})
 _ARRAYS = frozenset({"numpy.array", "numpy.asarray"})
+_SPLITS = frozenset({"jax.numpy.split", "numpy.split"})
 
 
 class DeviceAxisShapes:
@@ -91,6 +92,8 @@ class DeviceAxisShapes:
             return "replicate"
         if qualified in _TILES and len(body.args) == 2 and self._is_tiled_once(body.args[0], body.args[1], x):
             return "replicate"
+        if self.split_per_device(body) is not None and is_name(body.args[0].args[0], x):
+            return "shard"  # `device_put_sharded(jnp.split(x, n), devices)`
         # jaxline's `bcast_local_devices`: `device_put_sharded(len(devices) * [v], devices)`
         if qualified == _DEVICE_PUT_SHARDED and len(body.args) == 2 and self._is_copies(body.args[0], x) \
                 and self.is_every_local_device(body.args[1]):
@@ -212,6 +215,25 @@ class DeviceAxisShapes:
                     and self.is_device_count(count):
                 return True
         return False
+
+    def split_per_device(self, node: ast.Call) -> ast.expr | None:
+        """What ``jax.device_put_sharded(jnp.split(x, n), devices)`` splits, ``x``: ``n`` the local
+        device count, ``devices`` every local device, the split along the first axis. Device i gets
+        the i-th of n equal parts of ``x``'s rows, as flax's ``shard(x)`` gives it (unequal parts
+        cannot be put: ``device_put_sharded`` takes arrays of one shape). None for anything else."""
+        if not (self.names.qualified_name(node.func) == _DEVICE_PUT_SHARDED and len(node.args) == 2
+                and not node.keywords and self.is_every_local_device(node.args[1])):
+            return None
+        split = node.args[0]
+        if not (isinstance(split, ast.Call) and self.names.qualified_name(split.func) in _SPLITS
+                and 2 <= len(split.args) <= 3 and not any(isinstance(a, ast.Starred) for a in split.args)):
+            return None
+        axis = [*split.args[2:], *(k.value for k in split.keywords if k.arg == "axis")]
+        if any(k.arg != "axis" for k in split.keywords) or len(axis) > 1 \
+                or axis and not (isinstance(axis[0], ast.Constant) and axis[0].value == 0
+                                 and type(axis[0].value) is int):
+            return None
+        return split.args[0] if self.is_device_count(split.args[1]) else None
 
     def is_shard_reshape(self, base: ast.expr, args: list[ast.expr]) -> bool:
         """``(n, -1) + x.shape[1:]`` / ``(n, -1, *x.shape[1:])`` / ``n, -1, *x.shape[1:]``, n the local
