@@ -36,6 +36,13 @@ def child_of(module: ParsedModule, node: ast.AST, scope: ast.AST) -> ast.AST | N
     return current
 
 
+def statement_of(module: ParsedModule, node: ast.AST) -> ast.stmt | None:
+    """The statement ``node`` is part of (``node`` itself if it is one); None above the module's."""
+    while node is not None and not isinstance(node, ast.stmt):
+        node = module.parent_of(node)
+    return node
+
+
 def statement_list(module: ParsedModule, statement: ast.stmt) -> list[ast.stmt] | None:
     """The statement list ``statement`` is in: its parent's body, ``else:``, ``finally:``..."""
     parent = module.parent_of(statement)

@@ -52,6 +52,7 @@ import ast
 from dataclasses import dataclass
 from functools import cached_property
 
+from jaxmigrate.core.flow import statement_of
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.module import ParsedModule, parse_module
 from jaxmigrate.migrate._meshes import MAKE_MESH
@@ -408,7 +409,7 @@ class _Placements:
         where this module cannot see. Where every pmap of the module names one axis, the module's
         programs pmap over that axis: the value is laid out there (values are the same on any
         layout; only whether the consuming pmap places them again depends on the name)."""
-        node = _statement_of(self.module, call)
+        node = statement_of(self.module, call)
         named = {axis for axis, options in steps.values() if options.axis.expr is not None}
         unnamed = any(options.axis.expr is None for _, options in steps.values())
         if isinstance(node, ast.Return) and len(named) == 1 and not unnamed and None not in named:
@@ -505,7 +506,7 @@ class _Placements:
         one of them compiles once more either way; the first is the one it is given to before
         any step made a value on its own mesh."""
         module = self.module
-        statement = _statement_of(module, node)
+        statement = statement_of(module, node)
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Name)):
             return None
@@ -577,13 +578,6 @@ def _flax_call(placements: _Placements, call: ast.Call, qual: str) -> _Call:
 
 
 # -- what an expression provably is --------------------------------------------------------------
-
-
-def _statement_of(module: ParsedModule, node: ast.AST) -> ast.stmt | None:
-    """The statement ``node`` is part of."""
-    while node is not None and not isinstance(node, ast.stmt):
-        node = module.parent_of(node)
-    return node
 
 
 def _device_list(module: ParsedModule, node: ast.expr) -> str | None:

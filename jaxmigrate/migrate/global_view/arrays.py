@@ -25,7 +25,7 @@ import ast
 from collections.abc import Callable
 
 from jaxmigrate import program_modules
-from jaxmigrate.core.flow import reaching_assignment, reads_of
+from jaxmigrate.core.flow import reaching_assignment, reads_of, statement_of
 from jaxmigrate.lint.patterns import own_nodes
 from jaxmigrate.migrate.global_view.objects import method_called, method_uses
 from jaxmigrate.names import OpaqueBinding, ValueBinding
@@ -209,11 +209,7 @@ class ArrayProof:
         """The statement that makes ``binding`` (an assignment, a ``for``, a ``with``, a def...);
         None for a parameter, bound before any statement of its function."""
         node = getattr(binding, "value", None) or getattr(binding, "node", None)
-        while node is not None and not isinstance(node, ast.stmt):
-            if isinstance(node, ast.arg):
-                return None
-            node = self.module.parent_of(node)
-        return node
+        return None if isinstance(node, ast.arg) else statement_of(self.module, node)
 
     def _assumed(self, binding, env: dict, depth: int) -> int:
         """``_bound``, a binding being proven taken as proven where it reaches itself (``loss =

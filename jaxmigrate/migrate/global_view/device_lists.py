@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.core.flow import reads_of, statement_list, unpacked
+from jaxmigrate.core.flow import reads_of, statement_list, statement_of, unpacked
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 _STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
@@ -50,7 +50,7 @@ def stacked_per_device(module, is_device_count, node: ast.Call) -> ast.Name | No
     if not (isinstance(loop, ast.For) and _device_range(module, loop.iter, is_device_count) and not loop.orelse
             and not _leaves_early(loop)):
         return None
-    statement = _statement(module, empty)
+    statement = statement_of(module, empty)
     block = statement_list(module, statement)
     if block is None or loop not in block or block.index(loop) < block.index(statement):
         return None
@@ -107,10 +107,3 @@ def _leaves_early(loop: ast.For) -> bool:
             inner = nested or isinstance(node, (ast.For, ast.While))
             pending.extend((child, inner) for child in ast.iter_child_nodes(node))
     return False
-
-
-def _statement(module, node: ast.AST) -> ast.stmt:
-    while not isinstance(node, ast.stmt):
-        node = module.parent_of(node)
-    return node
-
