@@ -1360,30 +1360,33 @@ class DriverAnalyzer:
 
     def _step_function(self, call: ast.Call, env: dict) -> tuple[ast.FunctionDef, bool] | None:
         """The def a call of a step runs, and whether the call's arguments are its parameters."""
-        func = call.func
-        step = None
-        if isinstance(func, ast.Call):
-            step = self._step_bindings.get(id(func))
-        elif isinstance(func, ast.Subscript):
-            step = self._entry_of(func)
-        elif isinstance(func, ast.Name):
-            ref = env.get(func.id)
-            step = self.steps.get(ref.name) if isinstance(ref, StepRef) else self._step_of(func)
-        elif isinstance(func, ast.Attribute) and (held := self_attribute(self.module, func)) is not None:
-            step = self._held.get((id(held[0]), held[1]))
+        step = self._called_step(call.func, env)
         if step is None or step.func is None:
             return None
         return step.func, not (step.bound or step.keyword_only)
+
+    def _called_step(self, func: ast.expr, env: dict) -> Step | None:
+        """The step ``func(...)`` calls: ``jax.pmap(f, "i")``, ``steps["train"]``,
+        ``self.p_train_step``, a parameter holding a step (``StepRef``), a name bound to one."""
+        if isinstance(func, ast.Call):
+            return self._step_bindings.get(id(func))
+        if isinstance(func, ast.Subscript):
+            return self._entry_of(func)
+        if isinstance(func, ast.Attribute):
+            held = self_attribute(self.module, func) if self._held else None
+            return self._held.get((id(held[0]), held[1])) if held is not None else None
+        if isinstance(func, ast.Name):
+            ref = env.get(func.id)
+            return self.steps[ref.name] if isinstance(ref, StepRef) else self._step_of(func)
+        return None
 
     def _qualified(self, node: ast.expr) -> str | None:
         return self.names.qualified_name(node)
 
     def _call(self, node: ast.Call, env: dict):
         func = node.func
-        if isinstance(func, ast.Call) and id(func) in self._step_bindings:  # jax.pmap(f, "i")(x)
-            return self._step_call(self._step_bindings[id(func)], node, env)
-        if isinstance(func, ast.Subscript) and (entry := self._entry_of(func)) is not None:  # steps["train"](x)
-            return self._step_call(entry, node, env)
+        if isinstance(func, (ast.Call, ast.Subscript)) and (step := self._called_step(func, env)) is not None:
+            return self._step_call(step, node, env)  # jax.pmap(f, "i")(x), steps["train"](x)
         if isinstance(func, ast.Call) and self._qualified(func.func) == PAD_SHARD_UNPAD and func.args \
                 and isinstance(func.args[0], ast.Name) and self._step_of(func.args[0]) is not None:
             return self._padded_step_call(self._step_of(func.args[0]), node, env, func)
@@ -1391,10 +1394,10 @@ class DriverAnalyzer:
         if stored is not None and self._step_of(stored.args[0]) is not None:  # p_eval_step_pad(params, batch)
             return self._padded_step_call(self._step_of(stored.args[0]), node, env, stored)
         if isinstance(func, ast.Attribute) and self._held:
-            held = self_attribute(self.module, func)
-            if held is not None and (id(held[0]), held[1]) in self._held:  # self.p_train_step(...)
-                return self._step_call(self._held[(id(held[0]), held[1])], node, env)
-            method = self._method(held)
+            step = self._called_step(func, env)
+            if step is not None:  # self.p_train_step(...)
+                return self._step_call(step, node, env)
+            method = self._method(self_attribute(self.module, func))
             if method is not None and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
                 kinds = [self.expr(a, env) for a in node.args]
                 if id(method) in self.method_readers or any(_carries(leaf) for k in kinds for leaf in _hleaves(k)):
@@ -1402,13 +1405,13 @@ class DriverAnalyzer:
                     self.method_reader_calls.add(id(node))
                     return self._wrapper_call(method, node, env, kinds, bound_self=True)
                 return HOST  # a method given host values (read above): read on its own, as an entry point
-        if isinstance(func, ast.Name) and isinstance(env.get(func.id), StepRef):
-            self.step_ref_calls.add(id(node))
-            return self._step_call(self.steps[env[func.id].name], node, env)
         if isinstance(func, ast.Name):
-            if self._factories and any(id(getattr(b, "node", None)) in self._factories for b in self.names.bindings(func)):
+            if isinstance(env.get(func.id), StepRef):
+                self.step_ref_calls.add(id(node))
+            elif self._factories and any(id(getattr(b, "node", None)) in self._factories
+                                         for b in self.names.bindings(func)):
                 self.factory_calls.add(id(node))  # its arguments are read below, as any call's
-            step = self._step_of(func)
+            step = self._called_step(func, env)
             if step is not None:
                 return self._step_call(step, node, env)
             bindings = self.names.bindings(func)
