@@ -60,16 +60,27 @@ def self_attribute(module, node: ast.AST) -> tuple[ast.ClassDef, str] | None:
     return owner, node.attr
 
 
+def plain_class(owner: ast.ClassDef) -> bool:
+    """A class with no base but ``object``, no keywords (a metaclass) and no decorators: nothing
+    but its own body decides what its attributes are."""
+    return len(owner.bases) <= 1 and all(isinstance(base, ast.Name) and base.id == "object" for base in owner.bases) \
+        and not owner.keywords and not owner.decorator_list
+
+
+def subclass_of(module, owner: ast.ClassDef) -> ast.ClassDef | None:
+    """A class of the module that derives from ``owner`` (by its name)."""
+    return next((node for node in module.of_type(ast.ClassDef)
+                 if any(isinstance(base, ast.Name) and base.id == owner.name for base in node.bases)), None)
+
+
 def check_holder(module, owner: ast.ClassDef) -> None:
     """The class's attributes are reached only through its own methods' ``self``."""
-    if owner.bases or owner.keywords or owner.decorator_list:
-        if not (len(owner.bases) == 1 and isinstance(owner.bases[0], ast.Name) and owner.bases[0].id == "object"
-                and not owner.keywords and not owner.decorator_list):
-            raise Blocked(owner.lineno, f"`{owner.name}`, which holds the pmapped step, has a base class, keywords "
-                          "or decorators: code this fix does not read may reach its attributes")
-    for node in module.of_type(ast.ClassDef):
-        if any(isinstance(base, ast.Name) and base.id == owner.name for base in node.bases):
-            raise Blocked(node.lineno, f"`{node.name}` derives from `{owner.name}`, which holds the pmapped step")
+    if not plain_class(owner):
+        raise Blocked(owner.lineno, f"`{owner.name}`, which holds the pmapped step, has a base class, keywords "
+                      "or decorators: code this fix does not read may reach its attributes")
+    derived = subclass_of(module, owner)
+    if derived is not None:
+        raise Blocked(derived.lineno, f"`{derived.name}` derives from `{owner.name}`, which holds the pmapped step")
     for statement in owner.body:
         if not isinstance(statement, ast.FunctionDef):
             continue  # class-level values: `class_level_names`
@@ -127,8 +138,7 @@ def method_called(module, func: ast.expr) -> ast.FunctionDef | None:
     held = self_attribute(module, func)
     if held is not None:
         owner = held[0]
-        if any(isinstance(base, ast.Name) and base.id == owner.name
-               for node in module.of_type(ast.ClassDef) for base in node.bases):
+        if subclass_of(module, owner) is not None:
             return None
     else:
         bindings = module.names.bindings(func.value)
@@ -139,8 +149,7 @@ def method_called(module, func: ast.expr) -> ast.FunctionDef | None:
         owner = classes[0].node if len(classes) == 1 and isinstance(classes[0], OpaqueBinding) else None
         if not (isinstance(owner, ast.ClassDef) and isinstance(module.parent_of(owner), ast.Module)):
             return None
-    if owner.keywords or owner.decorator_list or not all(
-            isinstance(base, ast.Name) and base.id == "object" for base in owner.bases):
+    if not plain_class(owner):
         return None
     if any(_binds(statement, special) for statement in owner.body for special in ("__getattribute__", "__new__")):
         return None  # (attribute reads intercepted; an instance of something else made)
