@@ -2699,6 +2699,38 @@ def test_a_split_put_on_devices_that_is_not_one_equal_part_per_device_blocks(spl
                           "params, loss = p_train_step(", "argument 2 of `p_train_step` (`bx`) is not made by")
 
 
+_PUT_SHARDED_IN_GENERATORS = (FIXTURES / "batches_put_sharded_by_split_in_generators.in.py").read_text()
+
+
+@pytest.mark.parametrize("split", [
+    "jax.device_put_sharded(np.split(bx, 2), devices)",  # not one part per device
+    "jax.device_put_sharded(np.split(bx, n_devices, axis=1), devices)",  # the features split
+    "jax.device_put_sharded(np.array_split(bx, n_devices), devices)",  # parts that may differ
+    "jax.device_put_sharded(np.split(bx, n_devices), devices[:2])",  # some devices
+])
+def test_a_generator_that_puts_other_splits_on_devices_blocks(split):
+    """A generator's split goes only where it is one equal part per local device, as in the loop."""
+    assert_variant_blocks(_PUT_SHARDED_IN_GENERATORS, "jax.device_put_sharded(np.split(bx, n_devices), devices)",
+                          split, "params, loss = p_train_step(",
+                          "argument 2 of `p_train_step` (`batch`) mixes values a generator split per device with others")
+
+
+def test_a_generator_that_yields_its_splits_put_on_devices_yields_the_host_batch():
+    """`yield (jax.device_put_sharded(np.split(bx, n), devices), ...)`: the yield keeps its layout,
+    each part the host array it split."""
+    text = _PUT_SHARDED_IN_GENERATORS.replace(
+        "        bx = jax.device_put_sharded(np.split(bx, n_devices), devices)\n"
+        "        by = jax.device_put_sharded(jnp.split(by, n_devices, axis=0), devices)\n"
+        "        yield bx, by\n",
+        "        yield (jax.device_put_sharded(np.split(bx, n_devices), devices),\n"
+        "               jax.device_put_sharded(jnp.split(by, n_devices, axis=0), devices))\n")
+    assert "yield (jax.device_put_sharded" in text
+    fixed = fix(text, set())
+    assert "        yield (bx,\n               by)\n" in fixed, fixed
+    called = {n.attr for n in ast.walk(ast.parse(fixed)) if isinstance(n, ast.Attribute)}
+    assert not called & {"device_put_sharded", "pmap"}, fixed
+
+
 _DEVICES_BY_NAME = '''
 import jax
 import jax.numpy as jnp

@@ -46,6 +46,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "optimizer_bound_by_partial", "attention_written_in_jax_numpy", "pmap_or_jit_by_flag",
     "matmul_attention_given_its_arrays", "batches_split_under_a_flag", "conv_net_written_with_lax",
     "batches_from_a_data_object", "batches_stacked_one_per_device", "batches_put_sharded_by_split",
+    "batches_put_sharded_by_split_in_generators",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -54,7 +55,7 @@ OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / 
 LEGACY = {"global_mlp", "global_mesh_already_built", "global_pmap_of_an_init_function",
           "global_named_scope_in_step", "global_static_arguments", "global_local_axis_name",
           "global_mean_written_out", "global_pmap_or_jit_by_flag", "global_conv_net_written_with_lax",
-          "global_batches_put_sharded_by_split"}
+          "global_batches_put_sharded_by_split", "global_batches_put_sharded_by_split_in_generators"}
 # (a real flax linen model runs on the new side too: the test extra installs today's flax)
 FLAX = {"global_flax_train_state", "global_flax_dropout_model", "global_hugging_face_train_state",
         "global_state_with_function_fields", "global_model_outputs_read_on_the_host",
@@ -105,7 +106,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_batches_split_under_a_flag": "['params']", "global_conv_net_written_with_lax": "['params']",
           "global_batches_from_a_data_object": "['params']",
           "global_batches_stacked_one_per_device": "['params']",
-          "global_batches_put_sharded_by_split": "['params']"}
+          "global_batches_put_sharded_by_split": "['params']",
+          "global_batches_put_sharded_by_split_in_generators": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -691,11 +693,14 @@ def test_keys_put_one_per_device_by_device_put_sharded_match_pmap(tmp_path, lega
     assert report.equal, render_text(report)
 
 
-def test_batches_put_sharded_by_split_as_two_processes_give_the_pmap_results(tmp_path, legacy_python):
-    """`device_put_sharded(jnp.split(bx, n), devices)` as 2 jax.distributed processes (of 1 device:
-    JAX 0.4.30's CPU collectives, which the original needs, take no more), each drawing the same
-    batches: the global batch is both processes' rows, as under pmap."""
-    old = OLD["global_batches_put_sharded_by_split"]
+@pytest.mark.parametrize("case", ["global_batches_put_sharded_by_split",
+                                  "global_batches_put_sharded_by_split_in_generators"])
+def test_batches_put_sharded_by_split_as_two_processes_give_the_pmap_results(tmp_path, legacy_python, case):
+    """`device_put_sharded(jnp.split(bx, n), devices)`, in the driving loop or in generators, as 2
+    jax.distributed processes (of 1 device: JAX 0.4.30's CPU collectives, which the original needs,
+    take no more), each drawing the same batches: the global batch is both processes' rows, as under
+    pmap."""
+    old = OLD[case]
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
     report = verify(old, new, ["main"], processes=2, devices=1, unreplicate="old", old_python=legacy_python,

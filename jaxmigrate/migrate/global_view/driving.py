@@ -1968,11 +1968,13 @@ class DriverAnalyzer:
 
     def _splits_batches(self, generator: ast.FunctionDef) -> bool:
         """Whether a generator may yield batches split per device: it names a split this analysis
-        knows (flax's ``shard``, a reshape); read at its calls to tell."""
+        knows (flax's ``shard``, a reshape, ``device_put_sharded`` of a split); read at its calls to
+        tell."""
         return any(isinstance(n, ast.Call) and (self._qualified(n.func) in SHARD | {REARRANGE}
                                                 or isinstance(n.func, ast.Attribute) and n.func.attr == "reshape"
                                                 or self.helpers.of_call(n) is not None
-                                                or stacked_per_device(self.module, self.shapes.is_device_count, n))
+                                                or stacked_per_device(self.module, self.shapes.is_device_count, n)
+                                                or self.shapes.split_per_device(n) is not None)
                    for n in ast.walk(generator))
 
     def _forwards_batches(self, func: ast.FunctionDef, seen: frozenset[int] = frozenset()) -> bool:
