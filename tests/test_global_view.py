@@ -2487,6 +2487,35 @@ def test_steps_drawing_for_the_batch_say_the_random_streams_change():
     assert not any("random" in note for note in plan_global(_UNDER_A_FLAG).notes)
 
 
+_DROPOUT = (FIXTURES / "flax_dropout_model.in.py").read_text()
+_KEYS_SPLIT = "dropout_rngs = jax.random.split(rng, jax.local_device_count())"
+
+
+@pytest.mark.parametrize("stack", ["jnp.stack", "np.stack", "jnp.asarray", "np.array"])
+def test_keys_split_per_device_and_stacked_are_the_keys_split(stack):
+    """`np.stack(jax.random.split(rng, n_devices))` (trax's trainer, brax's PPO) is the split's keys,
+    one row per device: the stack goes with the split, as the split alone does."""
+    text = _DROPOUT.replace(_KEYS_SPLIT, f"dropout_rngs = {stack}(jax.random.split(rng, jax.local_device_count()))")
+    assert text != _DROPOUT
+    view = plan_global(text)
+    assert view.possible, view.blocker
+    assert fix(text, set()) == fix(_DROPOUT, set())
+
+
+@pytest.mark.parametrize(("stacked", "reason"), [
+    pytest.param("jnp.stack(jax.random.split(rng, 2))",
+                 "line 67: argument 3 of `p_train_step` (`dropout_rngs`) is not made by", id="not one key per device"),
+    pytest.param("jnp.stack(jax.random.split(rng, jax.local_device_count()), axis=1)",
+                 "line 62: `jax.random.split(rng, jax.local_device_count())` has pmap's device axis here",
+                 id="the keys' words across"),
+    pytest.param("jnp.concatenate(jax.random.split(rng, jax.local_device_count()))",
+                 "line 62: `jax.random.split(rng, jax.local_device_count())` has pmap's device axis here",
+                 id="one long key"),
+])
+def test_keys_stacked_otherwise_block(stacked, reason):
+    assert_variant_blocked_for(_DROPOUT, _KEYS_SPLIT, f"dropout_rngs = {stacked}", reason)
+
+
 _SIZES_WRITTEN = (FIXTURES / "batch_split_with_its_sizes_written.in.py").read_text()
 
 

@@ -693,6 +693,23 @@ def test_keys_put_one_per_device_by_device_put_sharded_match_pmap(tmp_path, lega
     assert report.equal, render_text(report)
 
 
+@pytest.mark.parametrize("stack", ["np.stack", "jnp.stack"])
+def test_keys_split_per_device_and_stacked_match_pmap(tmp_path, stack):
+    """`np.stack(jax.random.split(key, n))` of raw uint32 keys (trax's trainer, brax's PPO): the
+    stack goes with the split, the one key laid out instead."""
+    old = tmp_path / "old.py"
+    text = OLD["global_dropout_keys"].read_text()
+    changed = text.replace("    key = jax.random.key(4)\n", "    key = jax.random.PRNGKey(4)\n").replace(
+        "        step_keys = jax.random.split(step_key, n)\n", f"        step_keys = {stack}(jax.random.split(step_key, n))\n")
+    assert changed.count("PRNGKey(4)") == 1 and changed.count(f"{stack}(jax.random.split") == 1
+    old.write_text(changed)
+    new = tmp_path / "new.py"
+    new.write_text(migrate(old))
+    assert "random.split(step_key, n)" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
+
 @pytest.mark.parametrize("case", ["global_batches_put_sharded_by_split",
                                   "global_batches_put_sharded_by_split_in_generators"])
 def test_batches_put_sharded_by_split_as_two_processes_give_the_pmap_results(tmp_path, legacy_python, case):

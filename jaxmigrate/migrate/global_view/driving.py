@@ -1520,10 +1520,12 @@ class DriverAnalyzer:
             elif all(leaf == HOST for leaf in _hleaves(kind)):
                 self._edit(node, "replicate" if qualified in REPLICATE else "shard", arg)
                 return _per_item(arg, DREP if qualified in REPLICATE else self._sharded(node))
-        if qualified == "jax.random.split" and split_count(node) is not None \
-                and self.shapes.is_device_count(split_count(node)) or qualified == SHARD_PRNG_KEY and arg is not None:
-            self._host(node.args[0], env)
-            self._edit(node, "key", node.args[0])
+        split = self._keys_split_per_device(node, qualified)
+        if split is not None or qualified == SHARD_PRNG_KEY and arg is not None:
+            key = (split or node).args[0]
+            self._host(key, env)
+            self.edits.pop(id(split), None)  # (a stack's split, read above: the stack goes whole)
+            self._edit(node, "key", key)
             return DKEYS
         if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords \
                 and self.shapes.is_replication_target(node.args[1]):
@@ -1957,6 +1959,15 @@ class DriverAnalyzer:
             del self.edits[key]
         self.readers, self.reader_calls = readers, calls
         return None
+
+    def _keys_split_per_device(self, node: ast.Call, qualified: str | None) -> ast.Call | None:
+        """The ``jax.random.split(key, n)`` (n the local device count) that ``node`` is, or that
+        ``node`` stacks: ``np.stack(jax.random.split(rng, n_devices))`` (trax's trainer, brax's PPO)
+        is the same keys, one row per device."""
+        if qualified in STACKS and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Call):
+            node, qualified = node.args[0], self._qualified(node.args[0].func)
+        count = split_count(node) if qualified == "jax.random.split" else None
+        return node if count is not None and self.shapes.is_device_count(count) else None
 
     def _is_generator(self, scope) -> bool:
         if not isinstance(scope, ast.FunctionDef):
