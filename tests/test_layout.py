@@ -202,3 +202,42 @@ def test_a_tuple_that_starts_with_a_bracketed_element_is_not_taken_for_a_bracket
         "    batch,\n"
         ")\n"
     )
+
+
+_HUGGED = ("def train(state, x, y):\n"
+           "    state, loss = p_train_step(\n"
+           "        state, jnp.array(x), jnp.array(y)\n"
+           "    )\n"
+           + ("#" * 110 + "\n") * 2)  # (a file 120 wide)
+_LAID_OUT = 'jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), jnp.array({}))'
+
+
+def test_arguments_on_a_line_of_their_own_become_one_a_line():
+    """black's layout for arguments that fit one line (the opener ends the line above, the closer
+    starts the line below), lengthened past the width: black's next layout, one a line."""
+    edits = [Edit(_HUGGED.index(f"jnp.array({name})"), _HUGGED.index(f"jnp.array({name})") + 12,
+                  _LAID_OUT.format(name)) for name in "xy"]
+    out = fit_edits(_HUGGED, edits, splice(_HUGGED, edits))
+    assert out == ("def train(state, x, y):\n"
+                   "    state, loss = p_train_step(\n"
+                   "        state,\n"
+                   f"        {_LAID_OUT.format('x')},\n"
+                   f"        {_LAID_OUT.format('y')},\n"
+                   "    )\n"
+                   + ("#" * 110 + "\n") * 2)
+
+
+def test_an_argument_on_a_line_of_its_own_still_too_long_is_broken_too():
+    out = _rewrite(_HUGGED, "jnp.array(x)", _LAID_OUT.format("x").replace("jnp.array(x)", "jnp.array(x_" + "x" * 40 + ")"))
+    assert out.splitlines()[2:5] == ["        state,", "        jax.make_array_from_process_local_data(",
+                                     '            NamedSharding(mesh, P("batch")),']
+    assert all(len(line) <= 120 for line in out.splitlines())
+
+
+def test_arguments_on_a_line_of_their_own_beside_a_comment_keep_it_there():
+    """A comment ends the line: the elements stay on it (moving them would part them from it), and
+    the long one is broken at its own bracket, as any lengthened line."""
+    original = _HUGGED.replace("jnp.array(y)\n", "jnp.array(y)  # the labels\n")
+    out = _rewrite(original, "jnp.array(x)", _LAID_OUT.format("x").replace("jnp.array(x)", "jnp.array(x_" + "x" * 40 + ")"))
+    assert out.splitlines()[2] == "        state, jax.make_array_from_process_local_data("
+    assert "), jnp.array(y)  # the labels" in out

@@ -7,7 +7,9 @@ past the line, a trailing comma, the closing bracket back at the line's indentat
 is broken the same way. Lines the edits did not lengthen are never touched, nor are brackets with
 a comprehension or a comment inside, nor a line that also closes a bracket opened above it, unless
 it holds every element of that bracket, opened at the end of the line above: then that bracket is
-the one broken.
+the one broken. So is a bracket whose elements, two or more, are the whole of a line between its
+opener, ending the line above, and its closer, starting the line below (black's layout for
+arguments that fit one line): one element per line there.
 
 The width is the project's configured line length (``line-length``, or ruff's or black's in the
 same pyproject.toml) when it has one; else the file's: the narrowest usual width (79, 80, 88, 100, 120) its lines keep to, so a
@@ -178,6 +180,12 @@ class _Layout:
     def __init__(self, text: str) -> None:
         self.source = SourceText(text)
         self._brackets: dict[int, list[ast.expr]] | None = None
+        self._hugged: dict[int, ast.expr] = {}
+
+    def hugged(self, line: int) -> ast.expr | None:
+        """The bracket whose two or more elements are all on ``line``, opened on the line above and
+        closed on the line below (``f(\\n    a, b\\n)``); None if there is none."""
+        return self._hugged.get(line) if self.brackets(line) is not None else None
 
     def brackets(self, line: int) -> list[ast.expr] | None:
         """The bracket nodes on ``line`` in walk order; None when the text does not parse."""
@@ -196,6 +204,10 @@ class _Layout:
             for _, node in sorted(item for kind in kinds for item in by_type.get(kind, ())):
                 if node.lineno == node.end_lineno and id(node) not in inside:
                     self._brackets.setdefault(node.lineno, []).append(node)
+                elif node.end_lineno == node.lineno + 2 and isinstance(node, tuple(_BRACKETS)):
+                    elements = _elements(node)
+                    if len(elements) >= 2 and all(e.lineno == e.end_lineno == node.lineno + 1 for e in elements):
+                        self._hugged[node.lineno + 1] = node
         return self._brackets.get(line, [])
 
 
@@ -225,6 +237,10 @@ def _fitted_line(text: str, line: int, limit: int, unit: Callable[[], str], was:
     brackets = layout.brackets(line)
     if brackets is None:
         return None
+    hugged = layout.hugged(line)
+    broken = _hugged_bracket_broken(text, source, line, hugged, limit, unit) if hugged is not None else None
+    if broken is not None:
+        return broken
     node = _outermost_bracket(brackets, source)
     if node is None:
         return None
@@ -277,6 +293,36 @@ def _closing_bracket_broken(text: str, layout: _Layout, line: int, limit: int,
     whole = text[:start] + block + text[end:]
     del enclosing  # (the parse it came from is not held while the elements' lines are parsed)
     for index in range(len(items) - 1, -1, -1):
+        if len(lines[index]) > limit:
+            whole = _fit_line(whole, line + index, limit, unit, 0)
+    return start, end, whole[start:len(whole) - (len(text) - end)]
+
+
+def _hugged_bracket_broken(text: str, source: SourceText, line: int, node: ast.expr, limit: int,
+                           unit: Callable[[], str]) -> tuple[int, int, str] | None:
+    """``line``, the elements of ``node`` between its opener ending the line above and its closer
+    starting the line below, rewritten one element per line at this line's indentation, a trailing
+    comma each (black's next layout once they no longer fit one line); each element still too long
+    broken in turn. None where the line holds more than the elements, or a comment."""
+    opener = _opener(source, node)
+    if opener is None:
+        return None
+    current = source.line(line)
+    start = source.line_starts[line - 1]
+    end = start + len(current)
+    close = source.span(node)[1] - 1
+    elements = _elements(node)
+    first, last = source.span(elements[0])[0], source.span(elements[-1])[1]
+    if isinstance(elements[0], ast.keyword) and elements[0].arg is None:
+        first = text.rindex("**", 0, source.span(elements[0].value)[0])
+    if text[opener:start].strip() or text[start:first].strip() or text[last:end].strip() not in ("", ",") \
+            or text[end:close].strip() or "#" in _comments(text[opener:close]):
+        return None
+    indent = current[: len(current) - len(current.lstrip())]
+    lines = [f"{indent}{item}," for item in _element_texts(source, node)]
+    block = source.newline.join(lines)
+    whole = text[:start] + block + text[end:]
+    for index in range(len(lines) - 1, -1, -1):
         if len(lines[index]) > limit:
             whole = _fit_line(whole, line + index, limit, unit, 0)
     return start, end, whole[start:len(whole) - (len(text) - end)]
