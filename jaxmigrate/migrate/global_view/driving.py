@@ -1524,7 +1524,8 @@ class DriverAnalyzer:
         if split is not None or qualified == SHARD_PRNG_KEY and arg is not None:
             key = (split or node).args[0]
             self._host(key, env)
-            self.edits.pop(id(split), None)  # (a stack's split, read above: the stack goes whole)
+            if split not in (None, node):
+                self._unedit(split)  # (the stack's split, read above: the stack goes whole)
             self._edit(node, "key", key)
             return DKEYS
         if qualified == DEVICE_PUT_REPLICATED and len(node.args) == 2 and not node.keywords \
@@ -2075,6 +2076,13 @@ class DriverAnalyzer:
                                           stacked)
         for made in self._reads:
             made.add((node, action))
+
+    def _unedit(self, node: ast.AST) -> None:
+        """Forget the edit of ``node``, read on the way to an edit that replaces it whole."""
+        edit = self.edits.pop(id(node), None)
+        if edit is not None:
+            for made in self._reads:
+                made.discard((node, edit.action))
 
 
 def _is_last(node: ast.expr) -> bool:
