@@ -1384,6 +1384,36 @@ class DriverAnalyzer:
         return self.names.qualified_name(node)
 
     def _call(self, node: ast.Call, env: dict):
+        """What a call gives: the forms this analysis knows are tried in the order below, and the
+        first that applies answers (a form answers None where the call is not of it); any other
+        call is read as such (``_generic``)."""
+        kind = self._call_of_a_step(node, env)
+        if kind is not None:
+            return kind
+        func = node.func
+        qualified = self._qualified(func)
+        arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        for form in (self._call_reading_device_values, self._call_of_a_helper, self._call_of_a_reader,
+                     self._call_collecting, self._call_laying_out, self._call_of_batch_entries,
+                     self._call_splitting):
+            kind = form(node, qualified, arg, env)
+            if kind is not None:
+                return kind
+        if self._writes_out(func, qualified):
+            return self._written_out(node, env)
+        replaced = self._replaced(node, env)
+        if replaced is not None:
+            return replaced
+        if self.names.builtin(func) == "hasattr" and len(node.args) == 2 and not node.keywords \
+                and _replicated(self.expr(node.args[0], env)):
+            self._host(node.args[1], env)
+            return HOST  # (its fields are the same in both views)
+        return self._generic(node, env)
+
+    def _call_of_a_step(self, node: ast.Call, env: dict):
+        """A call of a pmapped step (by name, attribute, subscript or at once), of its
+        `pad_shard_unpad` wrapper, of a method of the object holding it, or of a wrapper of
+        the module that drives it; None for another call."""
         func = node.func
         if isinstance(func, (ast.Call, ast.Subscript)) and (step := self._called_step(func, env)) is not None:
             return self._step_call(step, node, env)  # jax.pmap(f, "i")(x), steps["train"](x)
@@ -1418,8 +1448,12 @@ class DriverAnalyzer:
             if len(bindings) == 1 and isinstance(bindings[0], OpaqueBinding) and id(bindings[0].node) in self.wrappers:
                 wrapper = bindings[0].node
                 return self._wrapper_call(wrapper, node, env, closure=self._closure(wrapper, node, env))
-        qualified = self._qualified(func)
-        arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        return None
+
+    def _call_reading_device_values(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """Host reads of values with pmap's device axis: `jax.device_get`, conversions, stacks and sums
+        of per-device means, `len`, averages, `next` of a batch source, iterators over batches."""
+        func = node.func
         fetched = self.expr(arg, env) if qualified == "jax.device_get" and arg is not None else None
         if fetched in (DREP, OWN_MEAN):
             return fetched  # (the same values, on the host)
@@ -1454,6 +1488,12 @@ class DriverAnalyzer:
         mapped = self._mapped_batches(node, qualified, env)
         if mapped is not None:
             return mapped
+        return None
+
+    def _call_of_a_helper(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """A replicate, shard or unreplicate written as a helper of the program (or the HF examples'
+        `state.replicate()`)."""
+        func = node.func
         method = self.helpers.replicate_method(node)
         if method is not None and self.expr(func.value, env) == HOST:  # the HF examples' state.replicate()
             self._edit(node, "replicate", func.value, helper=method[0], keys=method[1])
@@ -1469,6 +1509,12 @@ class DriverAnalyzer:
                     self._device_zero(node, value, env)  # `return x[0]`: of a tuple, its first part
                 self._edit(node, helper.action, value, helper)
                 return _per_item(value, self._made_by(helper.action, node))
+        return None
+
+    def _call_of_a_reader(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """A call of a function of the module, read with the values given (or as an entry point where
+        given host values only)."""
+        func = node.func
         reader = self._reader(func)
         if reader is not None and not any(isinstance(a, ast.Starred) for a in node.args) \
                 and all(k.arg is not None for k in node.keywords):
@@ -1497,6 +1543,11 @@ class DriverAnalyzer:
                     return made
             self._given_host.setdefault(id(reader), (reader, set()))[1].add(id(node))
             return HOST  # a function of the module given host values (read above), as any call
+        return None
+
+    def _call_collecting(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """`losses.append(...)` of per-device values, and flax's `get_metrics` of such a list."""
+        func = node.func
         if arg is not None and isinstance(func, ast.Attribute) and func.attr == "append" \
                 and isinstance(func.value, ast.Name) and env.get(func.value.id) in (EMPTY, DLIST, OWN_MEANS):
             kind, listed = self.expr(arg, env), env.get(func.value.id)
@@ -1511,6 +1562,12 @@ class DriverAnalyzer:
         if arg is not None and qualified == GET_METRICS and self.expr(arg, env) == DLIST:
             self._edit(node, "metrics", arg)
             return HOST
+        return None
+
+    def _call_laying_out(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """What puts values on the devices with pmap's axis: flax's `replicate` / `shard` /
+        `unreplicate`, keys split per device, `device_put_replicated` / `device_put_sharded`, tree
+        maps of leaf functions, stacks of one batch per device, copies of one value per device."""
         if arg is not None and qualified in REPLICATE | SHARD | UNREPLICATE:
             kind = self.expr(arg, env)
             if qualified in UNREPLICATE:
@@ -1567,6 +1624,11 @@ class DriverAnalyzer:
         if copied is not None and self.expr(copied, env) == HOST:
             self._edit(node, "replicate", copied)
             return DREP
+        return None
+
+    def _call_of_batch_entries(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """`batch.pop(...)` / `.get(...)` of a batch split per device, `itertools.chain(*rows)`."""
+        func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("pop", "get") and node.args and not node.keywords:
             base = self.expr(func.value, env)
             if isinstance(base, HostEntries):
@@ -1593,6 +1655,12 @@ class DriverAnalyzer:
                 # (`np.array(chain(*mask))` is an array of one object, not of the rows).
                 self._unshard(node, inner, kind, iterator=not self._iterated(node))
                 return HOST
+        return None
+
+    def _call_splitting(self, node: ast.Call, qualified: str | None, arg: ast.expr | None, env: dict):
+        """A host batch split per device: by a reshape written out, `device_put_sharded` of a split,
+        or einops."""
+        func = node.func
         if qualified in RESHAPES and len(node.args) == 2 and not node.keywords:  # jnp.reshape(x, (n, -1) + ...)
             if self.expr(node.args[0], env) == HOST and self.shapes.is_shard_reshape(node.args[0], node.args[1:]):
                 self._host(node.args[1], env)
@@ -1635,16 +1703,7 @@ class DriverAnalyzer:
                     if not any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(size)):
                         self._host(size, env)
                 return HOST
-        if self._writes_out(func, qualified):
-            return self._written_out(node, env)
-        replaced = self._replaced(node, env)
-        if replaced is not None:
-            return replaced
-        if self.names.builtin(func) == "hasattr" and len(node.args) == 2 and not node.keywords \
-                and _replicated(self.expr(node.args[0], env)):
-            self._host(node.args[1], env)
-            return HOST  # (its fields are the same in both views)
-        return self._generic(node, env)
+        return None
 
     def _converted(self, node: ast.Call, qualified: str | None) -> ast.expr | None:
         """What ``node`` makes an array of, element by element (``jnp.asarray(x, dtype=jnp.int32)``,
