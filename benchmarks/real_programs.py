@@ -512,7 +512,7 @@ def markdown(rows: list[Row]) -> str:
             row.program.name, project.shown(row.program.program), sites, row.sites["global"], row.sites["exact"],
             row.sites["kept"], s["jax"] if s else "", _status(single, row.noise.get("8 devices")) if s else "not run",
             " / ".join(s["compiles"]) if s else "", " / ".join(_seconds(v) for v in s["median"]) if s else "",
-            _status(multi, row.noise.get("2 processes")) if m else "not run (see below)"))
+            _status(multi, row.noise.get("2 processes")) if m else "not run (one process only)"))
     fetched = {PROJECTS[row.program.project] for row in rows if PROJECTS[row.program.project].fetched}
     for project in sorted(fetched, key=lambda p: p.name):
         names = ", ".join(row.program.name for row in rows if row.program.project == project.name)
