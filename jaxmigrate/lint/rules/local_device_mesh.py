@@ -14,6 +14,8 @@ LOCAL_DEVICES = frozenset({"jax.local_devices"})
 GLOBAL_DEVICES = frozenset({"jax.devices"})
 LOCAL_COUNT = frozenset({"jax.local_device_count"})
 DEVICE_PUT = frozenset({"jax.device_put"})
+TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+STACKS = frozenset({"numpy.stack", "jax.numpy.stack"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 _MESH_USERS = NAMED_SHARDING | MESH_CONTEXTS | SHARD_MAPS  # the calls check_module asks about
 
@@ -53,8 +55,10 @@ class LocalDeviceMesh(Rule):
 
     ## Confidence
     Not reported: the sharding of a `jax.device_put` whose value has one slice per local device
-    (it reads `jax.local_device_count()`), pmap's convention, per process on purpose - what
-    `device_put_replicated` did and JM302's fix writes. Otherwise reported only when the construction reads `jax.local_devices()` / is shaped by
+    (it reads `jax.local_device_count()`, or stacks a list of shards leaf by leaf,
+    `jax.tree.map(lambda *xs: np.stack(xs), *shards)`), pmap's convention, per process on purpose -
+    what `device_put_replicated` and `device_put_sharded` did (the latter through this very
+    `NamedSharding(Mesh(devices, ...), P(...))`) and JM302's fix writes. Otherwise reported only when the construction reads `jax.local_devices()` / is shaped by
     `jax.local_device_count()` alone (never `jax.devices()`; a `(jax.process_count(),
     jax.local_device_count())` shape is global), and the mesh - written inline or through a name
     bound once - reaches a `NamedSharding`, a context mesh or a `shard_map`. A mesh used for
@@ -98,6 +102,12 @@ class LocalDeviceMesh(Rule):
             "params = jax.device_put(\n"
             "    jax.tree.map(lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))), params),\n"
             "    NamedSharding(Mesh(jax.local_devices(), ('devices',)), P('devices')),\n)\n"
+        ),
+        Valid(  # one shard per device, stacked: device_put_sharded's own placement, as JM302's fix writes it
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "devices = jax.local_devices()\n"
+            "batch = jax.device_put(\n    jax.tree.map(lambda *xs: np.stack(xs), *list(shards)),\n"
+            "    NamedSharding(Mesh(devices, ('devices',)), P('devices')),\n)\n"
         ),
         Valid(  # a function that refuses several processes: local devices are every device
             "import jax\nfrom jax.sharding import NamedSharding, PartitionSpec as P\n"
@@ -197,9 +207,26 @@ class LocalDeviceMesh(Rule):
             value, sharding = argument(call, 0, "x"), argument(call, 1, "device")
             if value is None or not isinstance(sharding, ast.Call):
                 continue
-            if reads_call(ctx.names, value, LOCAL_COUNT) or reads_call(ctx.names, value, LOCAL_DEVICES):
+            if reads_call(ctx.names, value, LOCAL_COUNT) or reads_call(ctx.names, value, LOCAL_DEVICES) \
+                    or self._stacked_shards(ctx, value):
                 found.add(id(sharding))
         return found
+
+    @staticmethod
+    def _stacked_shards(ctx, value: ast.expr) -> bool:
+        """``jax.tree.map(lambda *xs: np.stack(xs), *shards)``: a list of shards stacked leaf by leaf,
+        one slice per entry, as ``device_put_sharded`` stacked them onto its devices (and as JM302's
+        fix writes it)."""
+        if not (isinstance(value, ast.Call) and call_name_among(ctx.names, value, TREE_MAPS) in TREE_MAPS
+                and len(value.args) >= 2 and isinstance(value.args[1], ast.Starred)):
+            return False
+        leaf = value.args[0]
+        if not (isinstance(leaf, ast.Lambda) and leaf.args.vararg is not None and not leaf.args.args):
+            return False
+        body = leaf.body
+        return (isinstance(body, ast.Call) and call_name_among(ctx.names, body, STACKS) in STACKS
+                and len(body.args) == 1 and not body.keywords and isinstance(body.args[0], ast.Name)
+                and body.args[0].id == leaf.args.vararg.arg)
 
     def _is_local_mesh(self, ctx, call: ast.expr) -> bool:
         names, name = ctx.names, call_name(ctx.names, call)
