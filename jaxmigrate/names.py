@@ -148,7 +148,7 @@ class NameResolver:
         """The builtin ``expr`` names (``len``, ``builtins.len``): a name no scope binds, in a module
         whose star imports cannot bind it either; None for anything else."""
         if isinstance(expr, ast.Name):
-            return expr.id if not self.bindings(expr) and not self.star_imports else None
+            return expr.id if not self.bindings(expr) and not self._star_bound(expr.id) else None
         qualified = self.qualified_name(expr)
         return qualified.removeprefix("builtins.") if qualified and qualified.startswith("builtins.") else None
 
@@ -240,7 +240,7 @@ class NameResolver:
         scope = self._binding_scope(name.id, self._scope_of.get(id(name), self.module_scope))
         if scope is None:
             # Unbound here: a builtin, or a name a star import brought in.
-            return [self._target(f"{module}.{name.id}") for module in self.star_imports]
+            return [self._target(bound) for bound in self._star_bound(name.id)]
         found: list[Target] = []
         for binding in _reaching(name, scope, scope.bindings[name.id]):
             if isinstance(binding, ImportBinding):
@@ -249,6 +249,24 @@ class NameResolver:
                 found += self._resolve(binding.value, seen | {id(binding.value)}) or [_LOCAL_TARGET]
             else:
                 found.append(_LOCAL_TARGET)
+        return found
+
+    def _star_bound(self, name: str) -> list[str]:
+        """What the module's star imports may bind ``name`` to: the qualified name each gives it
+        where the program's module says (``jax`` for ``from utils import *`` where ``utils.py``
+        says ``import jax``), ``<module>.<name>`` where that is not known (a library's star import,
+        a module not found), nothing where the module's star import does not bind it."""
+        if not self.star_imports:
+            return []
+        from jaxmigrate import program_modules
+
+        found = []
+        for module in self.star_imports:
+            bound = program_modules.star_binding(module, name)
+            if bound is None:
+                found.append(f"{module}.{name}")
+            elif bound != program_modules.NOT_EXPORTED:
+                found.append(bound)
         return found
 
     def _target(self, name: str) -> Target:
@@ -349,7 +367,7 @@ class _ScopeBuilder:
             module = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name == "*":
-                    if scope is self.resolver.module_scope and not node.level:
+                    if scope is self.resolver.module_scope:
                         self.resolver.star_imports.append(module)
                     continue
                 qualname = f"{module}.{alias.name}" if node.module else module + alias.name

@@ -69,6 +69,7 @@ class Reading:
     # Each module file read once per file processed: its analysis asks again at every call site
     # and on every round, and the digest must be the one of the bytes its findings came from.
     modules: dict[str, Module | None] = field(default_factory=dict)
+    stars: dict[tuple, str | None] = field(default_factory=dict)  # (module, name, importer) -> star_binding
 
 
 _reading: ContextVar[Reading | None] = ContextVar("jaxmigrate_program_modules", default=None)
@@ -178,6 +179,76 @@ def definition(qualified: str, importer: Path | None = None, depth: int = 0) -> 
     if isinstance(bindings[0], ImportBinding):
         return definition(bindings[0].qualname, source.path, depth + 1) if depth < MAX_REEXPORTS else None
     return Definition(module, source.path, name, bindings[0])
+
+
+NOT_EXPORTED = ""  # what `star_binding` answers for a name the module's star import does not bind
+
+
+def star_binding(module: str, name: str, importer: Path | None = None, depth: int = 0) -> str | None:
+    """What ``name`` is in a file that says ``from <module> import *`` and binds ``name`` nowhere
+    itself: the qualified name it gets from the program's module (``jax`` where ``utils.py`` says
+    ``import jax``, ``utils.replicate`` where it defines ``replicate``), ``NOT_EXPORTED`` where
+    that module's star import cannot bind it (no such module-level name, a private one, one its
+    ``__all__`` leaves out), or None where that is not known (the module is not a file of the
+    program, does not parse, or computes its ``__all__``)."""
+    current = _reading.get()
+    if current is None or not name.isidentifier() or depth > MAX_REEXPORTS:
+        return None
+    key = (module, name, importer)
+    if key not in current.stars:
+        current.stars[key] = _star_binding(module, name, importer, depth)
+    return current.stars[key]
+
+
+def _star_binding(module: str, name: str, importer: Path | None, depth: int) -> str | None:
+    from jaxmigrate.names import ImportBinding
+
+    found = find(f"{module}.{name}", importer)
+    if found is None:
+        return None
+    source, _ = found
+    parsed_module = parsed(source)
+    if parsed_module is None:
+        return None
+    resolver = parsed_module.names
+    exported = _all_names(parsed_module.tree)
+    if exported is None:
+        return None
+    if name.startswith("_") if exported is EVERY_PUBLIC else name not in exported:
+        return NOT_EXPORTED
+    bindings = resolver.module_scope.bindings.get(name, [])
+    if not bindings:  # perhaps through that module's own star imports
+        answers = [star_binding(inner, name, source.path, depth + 1) for inner in resolver.star_imports]
+        if any(answer is None for answer in answers):
+            return None
+        bound = {answer for answer in answers if answer}
+        return bound.pop() if len(bound) == 1 else None if bound else NOT_EXPORTED
+    qualified = {binding.qualname if isinstance(binding, ImportBinding) else None for binding in bindings}
+    if qualified == {None}:  # defined there: the name as an import of it would be bound
+        return f"{module}.{name}"
+    return qualified.pop() if len(qualified) == 1 and None not in qualified else None
+
+
+EVERY_PUBLIC = object()  # a module without `__all__`: its star import binds every name not starting with `_`
+
+
+def _all_names(tree) -> frozenset[str] | object | None:
+    """The names a star import of the module binds: its literal ``__all__``, ``EVERY_PUBLIC``
+    where it has none, None where ``__all__`` is computed (``__all__ += ...``, a call)."""
+    import ast
+
+    assigned = [node for node in tree.body if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                and any(isinstance(t, ast.Name) and t.id == "__all__"
+                        for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
+    if not assigned:
+        return EVERY_PUBLIC
+    if len(assigned) > 1 or not isinstance(assigned[0], ast.Assign):
+        return None
+    value = assigned[0].value
+    if not isinstance(value, (ast.List, ast.Tuple)) or not all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+        return None
+    return frozenset(e.value for e in value.elts)
 
 
 _PARSED: dict[str, object] = {}  # path:digest -> ParsedModule (None: not Python): each read once a worker

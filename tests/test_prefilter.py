@@ -11,7 +11,7 @@ import pytest
 
 from jaxmigrate.lint import prefilter
 from jaxmigrate.lint.checker import lint_text
-from jaxmigrate.lint.prefilter import _trigger_pattern, imported_names, rules_reached, rules_triggered
+from jaxmigrate.lint.prefilter import _trigger_pattern, imported_names, read_imports, rules_reached, rules_triggered
 from jaxmigrate.lint.registry import all_rules
 
 REPO = Path(__file__).parents[1]
@@ -183,3 +183,11 @@ def test_catalogue_rules_are_triggered_where_they_report(code, text):
 )
 def test_catalogue_rules_skip_words_written_otherwise(code, text):
     assert code not in {r.code for r in rules_triggered(text, all_rules(), TARGET)}
+
+
+@pytest.mark.parametrize("line", ["from utils import *", "from .common import *", "from mypkg.helpers import *"])
+def test_a_star_import_of_the_programs_own_module_may_bind_any_name(line):
+    """What ``from utils import *`` binds is whatever ``utils.py`` imports (``jax`` itself): the
+    text alone cannot tell, so every rule stays in reach; a library's star import binds its names."""
+    assert read_imports(f"{line}\n\ny = jax.tree_map(f, x)\n") is None
+    assert read_imports("from jax.numpy import *\n").bound == {"jax.numpy"}

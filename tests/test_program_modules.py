@@ -205,3 +205,52 @@ def test_a_helper_given_the_device_list_is_read_in_the_module_that_defines_it(pr
     # With some of the devices it is not one.
     (project / "train.py").write_text((train + source[end:]).replace("(params, devices)", "(params, devices[:2])"))
     assert "global view not possible" in jaxmigrate("check", "--unsafe-fixes", "--no-cache", "train.py").output
+
+
+# --- names a star import of the program's own module brings in ------------------------------------
+
+
+def test_a_star_import_of_a_program_module_brings_in_what_that_module_imports(project):
+    """``from preprocess import *`` where ``preprocess.py`` says ``import jax``: the script's
+    ``jax.pmap`` and ``jax.tree_map`` are JAX's, and found (before, an unbound name: all checks passed)."""
+    (project / "preprocess.py").write_text("import jax\nimport jax.numpy as jnp\n")
+    (project / "train.py").write_text(
+        "from preprocess import *\n\n\n@jax.pmap\ndef step(x):\n    return jnp.sin(x)\n\n\n"
+        "y = jax.tree_map(step, [1.0])\n")
+    codes = {f["code"] for f in json.loads(jaxmigrate("check", "--output-format", "json", "train.py").stdout)}
+    assert codes == {"JM101", "JM601"}
+    jaxmigrate("check", "--fix", "train.py")
+    assert "y = jax.tree.map(step, [1.0])\n" in (project / "train.py").read_text()
+
+
+def test_what_a_star_import_cannot_bind_is_not_taken_for_it(project):
+    """A name left out of ``__all__``, a private one, a module not found: nothing is made of it."""
+    (project / "listed.py").write_text("__all__ = ['helper']\nimport jax\n\n\ndef helper():\n    pass\n")
+    (project / "private.py").write_text("import jax as _jax\n")
+    for module, name in (("listed", "jax"), ("private", "_jax"), ("missing", "jax")):
+        (project / "train.py").write_text(f"from {module} import *\n\ny = {name}.tree_map(f, [1])\n")
+        assert json.loads(jaxmigrate("check", "--no-cache", "--output-format", "json", "train.py").stdout) == []
+
+
+def test_editing_a_star_imported_module_invalidates_the_file_that_read_it(project):
+    (project / "preprocess.py").write_text("import jax\n")
+    (project / "train.py").write_text("from preprocess import *\n\ny = jax.tree_map(f, [1])\n")
+    assert "JM601" in jaxmigrate("check", "--output-format", "json", "train.py").stdout
+    (project / "preprocess.py").write_text("import numpy as jax\n")
+    assert json.loads(jaxmigrate("check", "--output-format", "json", "train.py").stdout) == []
+
+
+@pytest.mark.parametrize(("text", "answer"), [
+    ("import jax\n", "jax"),
+    ("from jax import pmap as jax\n", "jax.pmap"),
+    ("def jax():\n    pass\n", "utils.jax"),
+    ("__all__ = ['other']\nimport jax\n", program_modules.NOT_EXPORTED),
+    ("import numpy as np\n", program_modules.NOT_EXPORTED),
+    ("__all__ = make_all()\nimport jax\n", None),  # computed: not known
+    ("from more import *\n", "jax"),  # through that module's own star import
+])
+def test_star_binding_answers_what_the_module_exports(package, text, answer):
+    (package / "utils.py").write_text(text)
+    (package / "more.py").write_text("import jax\n")
+    with program_modules.reading(package / "run.py"):
+        assert program_modules.star_binding("utils", "jax") == answer

@@ -29,6 +29,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from jaxmigrate.config import DEFAULT_TARGET_JAX as TARGET
+from jaxmigrate.program_modules import LIBRARIES
 
 if TYPE_CHECKING:
     from jaxmigrate.lint.rule import Rule
@@ -178,7 +179,9 @@ def read_imports(text: str) -> Imports | None:
 
 
 def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]]) -> bool:
-    """Add what one import statement binds; False when it is not one (prose the regex matched)."""
+    """Add what one import statement binds; False when it is not one (prose the regex matched), or
+    when what it binds cannot be read from the text: ``from utils import *`` of a module that is no
+    library this tool knows binds whatever ``utils.py`` imports (``jax`` itself)."""
     if statement["modules"] is not None:  # import a.b as c, d
         for item in statement["modules"].split(","):
             name = _imported(item)
@@ -192,6 +195,9 @@ def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]]) -> b
     if not module[:1].isspace() or not module[-1:].isspace():
         return False  # `fromx import`, `from ximport`
     module = module.strip()
+    star = statement["names"] is not None and statement["names"].strip() == "*"
+    if star and (module.startswith(".") or module.partition(".")[0] not in LIBRARIES):
+        return False
     if module.startswith("."):
         return True  # relative: binds nothing the rules look for
     if not _DOTTED.fullmatch(module):
