@@ -16,6 +16,8 @@ GLOBAL_ARRAYS = frozenset({
 LOCAL = frozenset({"jax.local_devices", "jax.local_device_count"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 ARRAY_OF = frozenset({"numpy.array", "numpy.asarray"})
+BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
+TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 # Seen with jax 0.10.2, two processes of 4 CPU devices (fixtures/runtime/sharp_local_device_mesh):
 ERROR = "AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same on each process."
 
@@ -53,7 +55,9 @@ class HostLocalBatchDevicePut(Rule):
     is never reported (there, local and global data coincide). The sharding must be a
     `NamedSharding(...)` call, written in the call or bound once to a name, whose spec is a
     `PartitionSpec(...)` with a non-`None` entry (a replicated `P()` is fine when every process
-    passes the same value). Values made by `jax.make_array_from_process_local_data`,
+    passes the same value, and so are copies of one value along a new leading axis,
+    `np.broadcast_to(x, (n, *np.shape(x)))` or a tree map of it, as `device_put_replicated` made
+    them and JM302's fix writes them). Values made by `jax.make_array_from_process_local_data`,
     `make_array_from_callback` or `make_array_from_single_device_arrays` (directly or through a
     name bound once) are global already. A mesh of local devices is JM508's, not reported here,
     and so is a `Mesh` of a device list the function is given (`def put(tree, devices)`): which
@@ -101,6 +105,12 @@ class HostLocalBatchDevicePut(Rule):
             "n = jax.process_count()\nlocal = np.array(jax.local_devices())\nmesh = Mesh(local, ('d',))\n"
             "b = jax.device_put(x, NamedSharding(mesh, P('d')))\n"
         ),
+        Valid(  # copies of one value, one per device: replicated, as JM302's fix places them
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "jax.distributed.initialize()\nstate = jax.device_put(\n"
+            "    jax.tree.map(lambda x: np.broadcast_to(x, (jax.device_count(), *np.shape(x))), state),\n"
+            "    NamedSharding(Mesh(jax.devices(), ('devices',)), P('devices')),\n)\n"
+        ),
         Valid(  # ... and a mesh of the devices a caller passes (JM302's fix of device_put_sharded)
             "import jax\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
             "n = jax.process_count()\ndef put(shards, devices):\n"
@@ -140,7 +150,7 @@ class HostLocalBatchDevicePut(Rule):
             if value is None or sharding is None or not self._partitioned(names, sharding):
                 continue
             if reads_call(names, value, GLOBAL_ARRAYS) or _reads_local_devices(names, sharding) \
-                    or _mesh_of_devices_passed_in(names, sharding):
+                    or _mesh_of_devices_passed_in(names, sharding) or _copies(names, value):
                 continue
             ctx.report(
                 call,
@@ -161,6 +171,16 @@ class HostLocalBatchDevicePut(Rule):
         if spec is None or call_name(names, spec) not in PARTITION_SPEC:
             return False
         return any(not (isinstance(a, ast.Constant) and a.value is None) for a in spec.args)
+
+
+def _copies(names, value: ast.expr) -> bool:
+    """``np.broadcast_to(x, (n, *np.shape(x)))``, or a tree map of it: copies of one value along a
+    new leading axis, as ``device_put_replicated`` made them and JM302's fix writes them. Not a
+    batch: every process passes the same copies where it passes the same value, as for ``P()``."""
+    if isinstance(value, ast.Call) and call_name(names, value) in TREE_MAPS and value.args \
+            and isinstance(value.args[0], ast.Lambda):
+        value = value.args[0].body
+    return isinstance(value, ast.Call) and call_name(names, value) in BROADCASTS
 
 
 def _reads_local_devices(names, expr: ast.expr, depth: int = 4) -> bool:
