@@ -14,6 +14,7 @@ GLOBAL_ARRAYS = frozenset({
     "jax.make_array_from_single_device_arrays",
 })
 LOCAL = frozenset({"jax.local_devices", "jax.local_device_count"})
+GLOBAL_DEVICES = frozenset({"jax.devices", "jax.device_count"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 ARRAY_OF = frozenset({"numpy.array", "numpy.asarray"})
 BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
@@ -105,6 +106,11 @@ class HostLocalBatchDevicePut(Rule):
             "n = jax.process_count()\nlocal = np.array(jax.local_devices())\nmesh = Mesh(local, ('d',))\n"
             "b = jax.device_put(x, NamedSharding(mesh, P('d')))\n"
         ),
+        Valid(  # the caller's devices, or a default of the module (flax's prefetch_to_device)
+            "import jax\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "n = jax.process_count()\ndef put(shards, devices=None):\n    devices = devices or default_devices()\n"
+            "    return jax.device_put(shards, NamedSharding(Mesh(devices, ('devices',)), P('devices')))\n"
+        ),
         Valid(  # copies of one value, one per device: replicated, as JM302's fix places them
             "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
             "jax.distributed.initialize()\nstate = jax.device_put(\n"
@@ -125,6 +131,16 @@ class HostLocalBatchDevicePut(Rule):
             jax.distributed.initialize()
             mesh = jax.make_mesh((jax.device_count(),), ("data",))
             batch = jax.device_put(local_batch, NamedSharding(mesh, P("data")))
+            """
+        ),
+        Invalid(  # the caller's devices, or every process's
+            """
+            import jax
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            n = jax.process_count()
+            def put(shards, devices=None):
+                devices = devices or jax.devices()
+                return jax.device_put(shards, NamedSharding(Mesh(devices, ("devices",)), P("devices")))
             """
         ),
         Invalid(
@@ -211,5 +227,23 @@ def _mesh_of_devices_passed_in(names, sharding: ast.expr) -> bool:
     devices = argument(mesh, 0, "devices")
     if isinstance(devices, ast.Call) and call_name(names, devices) in ARRAY_OF and len(devices.args) == 1:
         devices = devices.args[0]
+    return _passed_in(names, devices)
+
+
+def _passed_in(names, devices: ast.expr, seen: frozenset[int] = frozenset()) -> bool:
+    """A parameter, or a name bound to ``<parameter> or <default>`` (flax's ``devices = devices or
+    _pmap_device_order()``) whose default reads no global device list."""
     bindings = names.bindings(devices) if isinstance(devices, ast.Name) else []
-    return bool(bindings) and all(isinstance(b, OpaqueBinding) and isinstance(b.node, ast.arg) for b in bindings)
+    if not bindings:
+        return False
+    for binding in bindings:
+        if isinstance(binding, OpaqueBinding) and isinstance(binding.node, ast.arg):
+            continue
+        value = getattr(binding, "value", None)
+        if id(value) in seen:  # the binding being read: its other answers decide
+            continue
+        if not (isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(seen) < 4
+                and _passed_in(names, value.values[0], seen | {id(value)})
+                and not any(reads_call(names, other, GLOBAL_DEVICES) for other in value.values[1:])):
+            return False
+    return True
