@@ -61,7 +61,8 @@ class HostLocalBatchDevicePut(Rule):
     them and JM302's fix writes them). Values made by `jax.make_array_from_process_local_data`,
     `make_array_from_callback` or `make_array_from_single_device_arrays` (directly or through a
     name bound once) are global already. A mesh of local devices is JM508's, not reported here,
-    and so is a `Mesh` of a device list the function is given (`def put(tree, devices)`): which
+    and so is a `Mesh` of a device list the function is given (`def put(tree, devices)`, or
+    `devices = devices or default()` with a default that reads no `jax.devices()`): which
     devices its callers pass is not known here (the fix of JM302 writes
     `device_put_sharded(shards, devices)`, which took this process's devices only, in this form).
 
