@@ -9,6 +9,7 @@ from jaxmigrate.lint.patterns import (
     COLLECTIVES, PARTITION_SPEC, SHARD_MAPS, argument, call_name_among, literal_strings, spec_repr, str_literal,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
+from jaxmigrate.names import PARTIAL
 
 # axis-defining call -> (position, keyword) of the names it defines
 DEFINERS = {
@@ -24,7 +25,7 @@ PMAP_DEFAULT_AXIS = "_internal_pmap_axis_name"
 COLLECTIVE_WORDS = re.compile(r"\b(?:" + "|".join(n.rsplit(".", 1)[1] for n in COLLECTIVES) + r")\b")
 SPEC_WORDS = re.compile(r"\b(?:PartitionSpec|P)\b")
 SPECS = PARTITION_SPEC | {"jax.experimental.PartitionSpec", "jax.experimental.pjit.PartitionSpec"}
-_ASKED = frozenset(COLLECTIVES) | frozenset(DEFINERS) | SPECS | SHARD_MAPS  # what a call is compared with
+_ASKED = frozenset(COLLECTIVES) | frozenset(DEFINERS) | SPECS | SHARD_MAPS | PARTIAL  # what a call is compared with
 
 
 def _in_functions(ctx) -> set[int]:
@@ -145,6 +146,17 @@ class UnboundCollectiveAxis(Rule):
             y = psum(x, "batch")
             """
         ),
+        Valid(  # a partial of pmap with no axis_name binds pmap's own unnamed axis
+            """
+            import jax
+            from functools import partial
+            from jax import lax
+            mesh = jax.make_mesh((8,), ("data",))
+            @partial(jax.pmap, in_axes=(0, None), out_axes=None)
+            def broadcast_sum(x, y):
+                return lax.psum(x, "_internal_pmap_axis_name") + y
+            """
+        ),
         Valid(  # bound by a pmap through functools.partial, or by another call's axis_name=
             """
             import jax
@@ -226,6 +238,9 @@ class UnboundCollectiveAxis(Rule):
                         if (names := _names(keyword.value)) is None:
                             return  # a binding we cannot read: any name may be bound
                         bound |= names
+            if name in PARTIAL and len(node.args) in (1, 2) and ctx.names.qualified_name(node.args[0]) == "jax.pmap" \
+                    and not any(k.arg == "axis_name" for k in node.keywords):
+                bound.add(PMAP_DEFAULT_AXIS)  # `@partial(jax.pmap, in_axes=...)`: pmap's unnamed axis
             if name in DEFINERS:
                 position, keyword = DEFINERS[name]
                 value = argument(node, position, keyword)
