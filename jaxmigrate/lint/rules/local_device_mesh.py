@@ -16,6 +16,7 @@ LOCAL_COUNT = frozenset({"jax.local_device_count"})
 DEVICE_PUT = frozenset({"jax.device_put"})
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 STACKS = frozenset({"numpy.stack", "jax.numpy.stack"})
+BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 _MESH_USERS = NAMED_SHARDING | MESH_CONTEXTS | SHARD_MAPS  # the calls check_module asks about
 
@@ -55,7 +56,8 @@ class LocalDeviceMesh(Rule):
 
     ## Confidence
     Not reported: the sharding of a `jax.device_put` whose value has one slice per local device
-    (it reads `jax.local_device_count()`, or stacks a list of shards leaf by leaf,
+    (it reads `jax.local_device_count()`, is copies of one value made by `broadcast_to`, or
+    stacks a list of shards leaf by leaf,
     `jax.tree.map(lambda *xs: np.stack(xs), *shards)`), pmap's convention, per process on purpose -
     what `device_put_replicated` and `device_put_sharded` did (the latter through this very
     `NamedSharding(Mesh(devices, ...), P(...))`) and JM302's fix writes. Otherwise reported only when the construction reads `jax.local_devices()` / is shaped by
@@ -102,6 +104,12 @@ class LocalDeviceMesh(Rule):
             "params = jax.device_put(\n"
             "    jax.tree.map(lambda x: np.broadcast_to(x, (jax.local_device_count(), *np.shape(x))), params),\n"
             "    NamedSharding(Mesh(jax.local_devices(), ('devices',)), P('devices')),\n)\n"
+        ),
+        Valid(  # copies of one value for two of the devices, as JM302's fix places device_put_replicated's
+            "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+            "devices = jax.local_devices()\n"
+            "both = jax.device_put(\n    jax.tree.map(lambda x: np.broadcast_to(x, (2, *np.shape(x))), table),\n"
+            "    NamedSharding(Mesh([devices[1], devices[0]], ('devices',)), P('devices')),\n)\n"
         ),
         Valid(  # one shard per device, stacked: device_put_sharded's own placement, as JM302's fix writes it
             "import jax, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
@@ -208,9 +216,18 @@ class LocalDeviceMesh(Rule):
             if value is None or not isinstance(sharding, ast.Call):
                 continue
             if reads_call(ctx.names, value, LOCAL_COUNT) or reads_call(ctx.names, value, LOCAL_DEVICES) \
-                    or self._stacked_shards(ctx, value):
+                    or self._stacked_shards(ctx, value) or self._copies(ctx, value):
                 found.add(id(sharding))
         return found
+
+    @staticmethod
+    def _copies(ctx, value: ast.expr) -> bool:
+        """``np.broadcast_to(x, (n, *np.shape(x)))``, or a tree map of it: copies of one value, one
+        per device, as ``device_put_replicated`` placed them (JM302's fix, whatever ``n`` says)."""
+        if isinstance(value, ast.Call) and call_name_among(ctx.names, value, TREE_MAPS) in TREE_MAPS \
+                and value.args and isinstance(value.args[0], ast.Lambda):
+            value = value.args[0].body
+        return isinstance(value, ast.Call) and call_name_among(ctx.names, value, BROADCASTS) in BROADCASTS
 
     @staticmethod
     def _stacked_shards(ctx, value: ast.expr) -> bool:
