@@ -55,19 +55,19 @@ class LocalDeviceMesh(Rule):
     ```
 
     ## Confidence
-    Not reported: the sharding of a `jax.device_put` whose value has one slice per local device
-    (it reads `jax.local_device_count()`, is copies of one value made by `broadcast_to`, or
-    stacks a list of shards leaf by leaf,
-    `jax.tree.map(lambda *xs: np.stack(xs), *shards)`), pmap's convention, per process on purpose -
-    what `device_put_replicated` and `device_put_sharded` did (the latter through this very
-    `NamedSharding(Mesh(devices, ...), P(...))`) and JM302's fix writes. Otherwise reported only when the construction reads `jax.local_devices()` / is shaped by
+    Not reported: the sharding of a `jax.device_put` whose value has one slice per local device (it
+    reads `jax.local_device_count()`, is copies of one value made by `broadcast_to`, or stacks a
+    list of shards leaf by leaf, `jax.tree.map(lambda *xs: np.stack(xs), *shards)`), pmap's
+    convention, per process on purpose - what `device_put_replicated` and `device_put_sharded` did
+    (the latter through this very `NamedSharding(Mesh(devices, ...), P(...))`) and JM302's fix
+    writes. Otherwise reported only when the construction reads `jax.local_devices()` / is shaped by
     `jax.local_device_count()` alone (never `jax.devices()`; a `(jax.process_count(),
     jax.local_device_count())` shape is global), and the mesh - written inline or through a name
-    bound once - reaches a `NamedSharding`, a context mesh or a `shard_map`. A mesh used for
-    nothing else (e.g. only to list devices for `pmap`) is not reported. Single-host programs are
-    reported too: the code is correct there only by coincidence - unless the function that builds
-    the mesh refuses several processes itself (`if jax.process_count() > 1: raise ...`, as brax's
-    ES and ARS trainers do, and the exact pmap rewrite then builds such a mesh there).
+    bound once - reaches a `NamedSharding`, a context mesh or a `shard_map`. A mesh used for nothing
+    else (e.g. only to list devices for `pmap`) is not reported. Single-host programs are reported
+    too: the code is correct there only by coincidence - unless the function that builds the mesh
+    refuses several processes itself (`if jax.process_count() > 1: raise ...`, as brax's ES and ARS
+    trainers do, and the exact pmap rewrite then builds such a mesh there).
 
     ## Fix safety
     No fix: a global mesh also needs global arrays (`jax.make_array_from_process_local_data`),
