@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.findings import Safety
@@ -10,6 +11,7 @@ from jaxmigrate.lint.patterns import call_name
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import ValueBinding
 
+_WHERE_KEYWORD = re.compile(r"\bwhere\s*(?:#[^\n]*\s*)*=(?!=)")
 _NUMPY = ("sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std",
           "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd")
 # The functions that pass `where` to jax._src.numpy.reductions.check_where in JAX 0.10.2.
@@ -80,6 +82,12 @@ class NonBooleanWhere(Rule):
     reach = tuple(sorted(REDUCTIONS))
     jax_versions = "non-boolean `where` deprecated in 0.4.36, an error since 0.8.0"
     fixable = Safety.UNSAFE
+
+    @classmethod
+    def written(cls, text, words, imports) -> bool:
+        """The mask is read only as a keyword: a text that says `where` but never `where=` (the word is
+        everywhere, `jnp.where(...)`) has nothing for this rule. A comment may sit before the `=`."""
+        return _WHERE_KEYWORD.search(text) is not None
 
     VALID = [
         Valid("import jax.numpy as jnp\ny = jnp.std(x, where=x > 0)\n"),
