@@ -155,5 +155,9 @@ def _makes_mesh(call: ast.Call, ctx: FileContext, constructors: set[str]) -> boo
     """Whether every name the callee may be is a mesh constructor: `Mesh` imported both from
     `jax.experimental.maps` and from `jax.sharding` is a mesh either way (and becomes one name once
     JM303 moved the first import, which must not make a `with mesh:` appear only then)."""
-    candidates = ctx.names.candidates(call.func)
+    func = call.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if last is not None and isinstance(func, ast.Attribute) and not any(c.endswith(f".{last}") for c in constructors):
+        return False  # `with open(...)`, `with tf.name_scope(...)`: no constructor ends so (resolving costs)
+    candidates = ctx.names.candidates(func)
     return bool(candidates) and candidates <= constructors
