@@ -257,19 +257,21 @@ def _after(text: str, at: int) -> str:
     return text[end:end + 1]
 
 
-def _attribute(text: str, word: str, parent: str | None = None) -> bool:
-    """``.word`` is written (``parent.word``, when ``parent`` is given)."""
+def _attribute(text: str, word: str, parent: str | None = None, dotted: bool = False) -> bool:
+    """``.word`` is written (``parent.word``, when ``parent`` is given; ``<...>.parent.word``, with
+    ``dotted``)."""
     for at in _occurrences(text, word):
         for dot in _previous(text, at):
-            if text[dot] == "." and (parent is None or _ends_with_word(text, _previous(text, dot), parent)):
+            if text[dot] == "." and (parent is None or _ends_with_word(text, _previous(text, dot), parent, dotted)):
                 return True
     return False
 
 
-def _ends_with_word(text: str, ends: list[int], word: str) -> bool:
+def _ends_with_word(text: str, ends: list[int], word: str, dotted: bool = False) -> bool:
     for end in ends:
         start = end + 1 - len(word)
-        if start >= 0 and text[start:end + 1] == word and not (start and _WORD_CHAR.match(text, start - 1)):
+        if start >= 0 and text[start:end + 1] == word and not (start and _WORD_CHAR.match(text, start - 1)) \
+                and (not dotted or any(text[j] == "." for j in _previous(text, start))):
             return True
     return False
 
@@ -305,10 +307,16 @@ def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
     parent, _, last = value.rpartition(".")
     if value in imports.bound or any(name.startswith(value + ".") for name in imports.bound):
         return True
-    owners = {parent.rpartition(".")[2], *imports.local.get(parent, ())} - {""}
+    parent_last = parent.rpartition(".")[2]
+    # `core.Primitive` where an import binds `core` to another module (jax's own
+    # `from jax._src import core`) is not `jax.core.Primitive`; `jax.core.Primitive` written out is.
+    shadowed = any(parent_last in names for qualified, names in imports.local.items() if qualified != parent)
+    owners = {*imports.local.get(parent, ()), *(() if shadowed else (parent_last,))} - {""}
     if any(_attribute(text, last, owner) for owner in owners):
         return True
-    return (not parent or _rebound(text, parent.rpartition(".")[2])) and _attribute(text, last)
+    if shadowed and _attribute(text, last, parent_last, dotted=True):
+        return True
+    return (not parent or _rebound(text, parent_last)) and _attribute(text, last)
 
 
 def _star_import(ctx: FileContext) -> bool:
