@@ -25,6 +25,8 @@ COLLECTIVES = {
     "jax.lax.axis_size": (0, "axis_name"),
 }
 MESH_MAKERS = frozenset({"jax.make_mesh", "jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
+TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
 
 
 def collective_axis_names(names: NameResolver, calls: Iterable[ast.AST]) -> set[str]:
@@ -195,6 +197,20 @@ def spec_repr(call: ast.Call) -> str:
         return "P" + repr(tuple(entry(arg) for arg in call.args)) if not call.keywords else "P(...)"
     except ValueError:
         return "P(...)"
+
+
+def leaf_function_body(names: NameResolver, value: ast.AST) -> ast.AST:
+    """The body of the lambda a tree map applies (``jax.tree.map(lambda x: <body>, tree)``), else
+    ``value`` itself: what each leaf of the value is made by."""
+    if call_name_among(names, value, TREE_MAPS) in TREE_MAPS and value.args and isinstance(value.args[0], ast.Lambda):
+        return value.args[0].body
+    return value
+
+
+def broadcast_copies(names: NameResolver, value: ast.AST) -> bool:
+    """``np.broadcast_to(x, (n, *np.shape(x)))``, or a tree map of it: copies of one value along a
+    new leading axis, as ``device_put_replicated`` made them and JM302's fix writes them."""
+    return call_name_among(names, leaf_function_body(names, value), BROADCASTS) in BROADCASTS
 
 
 def reads_call(names: NameResolver, expr: ast.AST, wanted: frozenset[str]) -> bool:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.lint.patterns import NAMED_SHARDING, PARTITION_SPEC, argument, call_name, reads_call, single_value
+from jaxmigrate.lint.patterns import (
+    NAMED_SHARDING, PARTITION_SPEC, argument, broadcast_copies, call_name, reads_call, single_value,
+)
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding
 
@@ -17,8 +19,6 @@ LOCAL = frozenset({"jax.local_devices", "jax.local_device_count"})
 GLOBAL_DEVICES = frozenset({"jax.devices", "jax.device_count"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 ARRAY_OF = frozenset({"numpy.array", "numpy.asarray"})
-BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 # Seen with jax 0.10.2, two processes of 4 CPU devices (fixtures/runtime/sharp_local_device_mesh):
 ERROR = "AssertionError: <class 'numpy.ndarray'> passed to device_put is not the same on each process."
 
@@ -167,7 +167,7 @@ class HostLocalBatchDevicePut(Rule):
             if value is None or sharding is None or not self._partitioned(names, sharding):
                 continue
             if reads_call(names, value, GLOBAL_ARRAYS) or _reads_local_devices(names, sharding) \
-                    or _mesh_of_devices_passed_in(names, sharding) or _copies(names, value):
+                    or _mesh_of_devices_passed_in(names, sharding) or broadcast_copies(names, value):
                 continue
             ctx.report(
                 call,
@@ -188,16 +188,6 @@ class HostLocalBatchDevicePut(Rule):
         if spec is None or call_name(names, spec) not in PARTITION_SPEC:
             return False
         return any(not (isinstance(a, ast.Constant) and a.value is None) for a in spec.args)
-
-
-def _copies(names, value: ast.expr) -> bool:
-    """``np.broadcast_to(x, (n, *np.shape(x)))``, or a tree map of it: copies of one value along a
-    new leading axis, as ``device_put_replicated`` made them and JM302's fix writes them. Not a
-    batch: every process passes the same copies where it passes the same value, as for ``P()``."""
-    if isinstance(value, ast.Call) and call_name(names, value) in TREE_MAPS and value.args \
-            and isinstance(value.args[0], ast.Lambda):
-        value = value.args[0].body
-    return isinstance(value, ast.Call) and call_name(names, value) in BROADCASTS
 
 
 def _reads_local_devices(names, expr: ast.expr, depth: int = 4) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.lint.patterns import (
-    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, argument, call_name, call_name_among, calls_to, reads_call,
-    single_value,
+    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, TREE_MAPS, argument, broadcast_copies, call_name, call_name_among,
+    calls_to, reads_call, single_value,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
@@ -14,9 +14,7 @@ LOCAL_DEVICES = frozenset({"jax.local_devices"})
 GLOBAL_DEVICES = frozenset({"jax.devices"})
 LOCAL_COUNT = frozenset({"jax.local_device_count"})
 DEVICE_PUT = frozenset({"jax.device_put"})
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 STACKS = frozenset({"numpy.stack", "jax.numpy.stack"})
-BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 _MESH_USERS = NAMED_SHARDING | MESH_CONTEXTS | SHARD_MAPS  # the calls check_module asks about
 
@@ -216,18 +214,9 @@ class LocalDeviceMesh(Rule):
             if value is None or not isinstance(sharding, ast.Call):
                 continue
             if reads_call(ctx.names, value, LOCAL_COUNT) or reads_call(ctx.names, value, LOCAL_DEVICES) \
-                    or self._stacked_shards(ctx, value) or self._copies(ctx, value):
+                    or self._stacked_shards(ctx, value) or broadcast_copies(ctx.names, value):
                 found.add(id(sharding))
         return found
-
-    @staticmethod
-    def _copies(ctx, value: ast.expr) -> bool:
-        """``np.broadcast_to(x, (n, *np.shape(x)))``, or a tree map of it: copies of one value, one
-        per device, as ``device_put_replicated`` placed them (JM302's fix, whatever ``n`` says)."""
-        if isinstance(value, ast.Call) and call_name_among(ctx.names, value, TREE_MAPS) in TREE_MAPS \
-                and value.args and isinstance(value.args[0], ast.Lambda):
-            value = value.args[0].body
-        return isinstance(value, ast.Call) and call_name_among(ctx.names, value, BROADCASTS) in BROADCASTS
 
     @staticmethod
     def _stacked_shards(ctx, value: ast.expr) -> bool:

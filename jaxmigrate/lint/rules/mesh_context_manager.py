@@ -156,8 +156,7 @@ def _makes_mesh(call: ast.Call, ctx: FileContext, constructors: set[str]) -> boo
     `jax.experimental.maps` and from `jax.sharding` is a mesh either way (and becomes one name once
     JM303 moved the first import, which must not make a `with mesh:` appear only then)."""
     func = call.func
-    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    if last is not None and isinstance(func, ast.Attribute) and not any(c.endswith(f".{last}") for c in constructors):
-        return False  # `with open(...)`, `with tf.name_scope(...)`: no constructor ends so (resolving costs)
+    if isinstance(func, ast.Attribute) and not any(c.endswith(f".{func.attr}") for c in constructors):
+        return False  # `with tf.name_scope(...)`: no constructor ends so (resolving costs)
     candidates = ctx.names.candidates(func)
     return bool(candidates) and candidates <= constructors

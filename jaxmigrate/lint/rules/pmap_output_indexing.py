@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 
-from jaxmigrate.lint.patterns import PMAP, call_name, decorated_by, has_exact_pmap_rewrite, is_exact_pmap_rewrite
+from jaxmigrate.lint.patterns import (
+    PMAP, TREE_MAPS, call_name, decorated_by, has_exact_pmap_rewrite, is_exact_pmap_rewrite,
+)
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 UNREPLICATE = "flax.jax_utils.unreplicate"
 # True both before and after jaxmigrate's own fixes: JM102 writes this very `tree.map` for
 # `unreplicate`, and JM101's exact rewrite is a jit that keeps the device axis, so the advice is
