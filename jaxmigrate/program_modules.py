@@ -23,6 +23,7 @@ result of the importing file is used only while those files are as they were (``
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -166,19 +167,27 @@ def definition(qualified: str, importer: Path | None = None, depth: int = 0) -> 
     None where it is not one module-level binding of the program's own files."""
     from jaxmigrate.names import ImportBinding
 
-    found = find(qualified, importer)
+    found = _parsed_module_of(qualified, importer)
     if found is None:
         return None
-    source, name = found
-    module = parsed(source)
-    if module is None:
-        return None
+    source, module, name = found
     bindings = module.names.module_scope.bindings.get(name, [])
     if len(bindings) != 1:
         return None
     if isinstance(bindings[0], ImportBinding):
         return definition(bindings[0].qualname, source.path, depth + 1) if depth < MAX_REEXPORTS else None
     return Definition(module, source.path, name, bindings[0])
+
+
+def _parsed_module_of(qualified: str, importer: Path | None):
+    """(the program's module that defines the last part of ``qualified``, that module parsed, the
+    last part), or None where no file of the program defines it or it does not parse."""
+    found = find(qualified, importer)
+    if found is None:
+        return None
+    source, name = found
+    module = parsed(source)
+    return None if module is None else (source, module, name)
 
 
 NOT_EXPORTED = ""  # what `star_binding` answers for a name the module's star import does not bind
@@ -203,13 +212,10 @@ def star_binding(module: str, name: str, importer: Path | None = None, depth: in
 def _star_binding(module: str, name: str, importer: Path | None, depth: int) -> str | None:
     from jaxmigrate.names import ImportBinding
 
-    found = find(f"{module}.{name}", importer)
+    found = _parsed_module_of(f"{module}.{name}", importer)
     if found is None:
         return None
-    source, _ = found
-    parsed_module = parsed(source)
-    if parsed_module is None:
-        return None
+    source, parsed_module, _ = found
     resolver = parsed_module.names
     exported = _all_names(parsed_module.tree)
     if exported is None:
@@ -235,8 +241,6 @@ EVERY_PUBLIC = object()  # a module without `__all__`: its star import binds eve
 def _all_names(tree) -> frozenset[str] | object | None:
     """The names a star import of the module binds: its literal ``__all__``, ``EVERY_PUBLIC``
     where it has none, None where ``__all__`` is computed (``__all__ += ...``, a call)."""
-    import ast
-
     assigned = [node for node in tree.body if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 and any(isinstance(t, ast.Name) and t.id == "__all__"
                         for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
