@@ -187,8 +187,10 @@ def trigger_tests(code: str) -> dict[str, frozenset[tuple[str, str]]]:
 
     * ``("name", "a.b.w")``: the last component ``w`` of a name (see ``lint/legacy.py`` for how a
       mention of ``a.b.w`` must write it);
-    * ``("keyword", k)``: a keyword argument, written ``k=``; a short keyword (``x``, ``a``) is
-      triggered by its callee's last component, since a finding needs both written;
+    * ``("keyword", k)``: a keyword argument, written ``k=``;
+    * ``("call-keyword", "a.b.f(k=")``: a short keyword (``x``, ``a``, written everywhere) is
+      triggered by its callee's last component, and needs both ``k=`` and a mention of ``a.b.f``
+      written as a ``("name", "a.b.f")`` is: a finding needs both;
     * ``("import", m)``: a module path whose import statement names it (``import jax.config``),
       not followed by ``.``;
     * ``("any", "")``: a context manager's constructor, written however it is.
@@ -196,8 +198,12 @@ def trigger_tests(code: str) -> dict[str, frozenset[tuple[str, str]]]:
     tests: dict[str, set[tuple[str, str]]] = {}
     for symbol in for_code(code):
         if symbol.kind == "keyword":
-            words = [symbol.keyword] if _distinctive(symbol.keyword) else [n.rpartition(".")[2] for n in symbol.names]
-            test = ("keyword", symbol.keyword)
+            if _distinctive(symbol.keyword):
+                words, test = [symbol.keyword], ("keyword", symbol.keyword)
+            else:
+                for name in symbol.names:
+                    tests.setdefault(name.rpartition(".")[2], set()).add(("call-keyword", f"{name}({symbol.keyword}="))
+                continue
         elif symbol.kind == "import":
             words, test = [n.rpartition(".")[2] for n in symbol.names], None
             for name in symbol.names:

@@ -11,7 +11,7 @@ import pytest
 
 from jaxmigrate.lint import prefilter
 from jaxmigrate.lint.checker import lint_text
-from jaxmigrate.lint.prefilter import _trigger_pattern, imported_names, read_imports, rules_reached, rules_triggered
+from jaxmigrate.lint.prefilter import imported_names, read_imports, rules_reached, rules_triggered
 from jaxmigrate.lint.registry import all_rules
 
 REPO = Path(__file__).parents[1]
@@ -125,15 +125,19 @@ def test_reach_changes_no_finding_on_the_fixtures_the_examples_and_jax_itself(mo
     assert sum(map(len, unfiltered)) > 500
 
 
-def test_the_trigger_pattern_finds_exactly_the_words_a_plain_alternation_finds():
+def test_the_trigger_words_found_are_exactly_those_a_regex_of_each_whole_word_finds():
     rules = all_rules()
     words = sorted({w for rule in rules for w in rule.triggers(TARGET)}, key=len, reverse=True)
     plain = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
     texts = [text for _, text in _texts()[:400]]
     texts.append(" ".join(words) + " " + " ".join(w + "x" for w in words) + " " + " ".join("x" + w for w in words))
-    texts.append("local_device_count device_count devices local_devices device jax.devices()")
+    texts.append("local_device_count device_count devices local_devices device jax.devices() pmapé épmap pmap2")
+    found = 0
     for text in texts:
-        assert set(_trigger_pattern(rules, TARGET).findall(text)) == set(plain.findall(text))
+        expected = set(plain.findall(text))
+        assert prefilter._trigger_words(rules, TARGET).intersection(prefilter._WORDS.findall(text)) == expected
+        found += len(expected)
+    assert found > 1000
 
 
 def test_trigger_words_can_depend_on_the_target_jax():
@@ -179,6 +183,7 @@ def test_catalogue_rules_are_triggered_where_they_report(code, text):
         pytest.param("JM602", "import jax\nimport itertools\np = itertools.product(a, b)\n", id="other-modules-attribute"),
         pytest.param("JM602", "import jax\njax.config.update('jax_enable_x64', True)\n", id="modern-config"),
         pytest.param("JM603", "import jax.numpy as jnp\nx = 1\ny = jnp.where(c, x, 0)\n", id="assignment-is-no-keyword"),
+        pytest.param("JM603", "import jax.numpy as jnp\nz = where(c, x=1, y=2) + jnp.sum(w)\n", id="short-keyword-of-a-local"),
     ],
 )
 def test_catalogue_rules_skip_words_written_otherwise(code, text):
@@ -207,3 +212,28 @@ def test_a_removed_name_under_an_owner_another_import_binds_is_not_a_mention(tex
     assert (jm602 in rules_triggered(text, tuple(all_rules()))) is reached
     if reached:
         assert any(f.code == "JM602" for f in lint_text(text, "m.py", tuple(all_rules()), TARGET))
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("import jax.numpy as jnp\ny = jnp.mean(x, where=m)\n", True),
+    ("import jax.numpy as jnp\ny = jnp.mean(x, where  # the mask\n             =m)\n", True),
+    ("import jax.numpy as jnp\ny = jnp.mean(x, nowhere=m)\n", False),  # another keyword
+    ("import jax.numpy as jnp\ny = jnp.where(m, x, 0)\n", False),
+    ("import jax.numpy as jnp\nok = where == 1\ny = jnp.mean(x)\n", False),
+])
+def test_jm511_is_parsed_for_only_where_where_is_a_keyword(text, parsed):
+    jm511 = next(rule for rule in all_rules() if rule.code == "JM511")
+    assert (jm511 in rules_triggered(text, tuple(all_rules()))) is parsed
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("import jax\nx = batch.reshape((jax.local_device_count(), -1))\n", True),
+    ("from jax.numpy import reshape as rs\nimport jax\nx = rs(b, (jax.device_count(), -1))\n", True),
+    ("from flax.training.common_utils import shard\nimport jax\nn = jax.device_count()\nx = shard(b)\n", True),
+    ("import jax\nn = jax.device_count()\nmesh = make(jax.devices())\n", False),  # no reshape, no shard
+])
+def test_jm504_is_parsed_for_only_where_a_reshape_or_the_shard_helper_is_written(text, parsed):
+    jm504 = next(rule for rule in all_rules() if rule.code == "JM504")
+    assert (jm504 in rules_triggered(text, tuple(all_rules()))) is parsed
+    if parsed:
+        assert any(f.code == "JM504" for f in lint_text(text, "m.py", tuple(all_rules()), TARGET))

@@ -291,15 +291,19 @@ def _import_path(text: str, path: str) -> bool:
     return any(_after(text, at + len(path)) != "." for at in _occurrences(text, path))
 
 
-def _rebound(text: str, name: str) -> bool:
-    """``.name`` written as a value, with no dot after it (`L = jax.lax`)."""
+def _rebound(text: str, name: str, imports: Imports) -> bool:
+    """``.name`` written as a value, with no dot after it (`L = jax.lax`), outside the import
+    statements (`import jax.lax as L` binds `L`, which ``imports.local`` already says)."""
     return any(any(text[j] == "." for j in _previous(text, at)) and _after(text, at + len(name)) != "."
-               for at in _occurrences(text, name))
+               and not imports.within(at) for at in _occurrences(text, name))
 
 
 def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
     if kind == "keyword":
         return _keyword(text, value)
+    if kind == "call-keyword":
+        callee, _, keyword = value.partition("(")
+        return _keyword(text, keyword.rstrip("=")) and _written("name", callee, text, imports)
     if kind == "import":
         return _import_path(text, value)
     if imports is None or _STAR_IMPORT.search(text):
@@ -316,7 +320,7 @@ def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
         return True
     if shadowed and _attribute(text, last, parent_last, dotted=True):
         return True
-    return (not parent or _rebound(text, parent_last)) and _attribute(text, last)
+    return (not parent or _rebound(text, parent_last, imports)) and _attribute(text, last)
 
 
 def _star_import(ctx: FileContext) -> bool:

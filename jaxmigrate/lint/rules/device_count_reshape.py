@@ -59,6 +59,13 @@ class DeviceCountReshape(Rule):
     reach = (*SHARD_HELPERS, *DEVICE_COUNTS, *DEVICE_LISTS)  # a reshape counts when it reads these
     jax_versions = "pmap convention; any version"
 
+    @classmethod
+    def written(cls, text, words, imports) -> bool:
+        """A finding is a call of the `shard` helper (a trigger word) or a reshape, which names
+        `reshape` (a method, `jnp.reshape`, or imported under another name): a text that writes
+        neither has nothing for this rule, however often it says `devices`."""
+        return "shard" in words or "reshape" in text
+
     VALID = [
         Valid("import jax\ny = x.reshape((8, -1))\n"),
         Valid(  # a mesh built by hand: the reshaped array holds devices

@@ -11,7 +11,10 @@ from jaxmigrate.lint.patterns import call_name
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 from jaxmigrate.names import ValueBinding
 
-_WHERE_KEYWORD = re.compile(r"\bwhere\s*(?:#[^\n]*\s*)*=(?!=)")
+# No leading `\b`: it would cost re the literal scan for `where` (25x slower on jax's tree); the
+# character before is checked by hand.
+_WHERE_KEYWORD = re.compile(r"where\s*(?:#[^\n]*\s*)*=(?!=)")
+_WORD_CHAR = re.compile(r"\w")
 _NUMPY = ("sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std",
           "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd")
 # The functions that pass `where` to jax._src.numpy.reductions.check_where in JAX 0.10.2.
@@ -87,7 +90,8 @@ class NonBooleanWhere(Rule):
     def written(cls, text, words, imports) -> bool:
         """The mask is read only as a keyword: a text that says `where` but never `where=` (the word is
         everywhere, `jnp.where(...)`) has nothing for this rule. A comment may sit before the `=`."""
-        return _WHERE_KEYWORD.search(text) is not None
+        return any(not (found.start() and _WORD_CHAR.match(text, found.start() - 1))
+                   for found in _WHERE_KEYWORD.finditer(text))
 
     VALID = [
         Valid("import jax.numpy as jnp\ny = jnp.std(x, where=x > 0)\n"),
