@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,11 +264,10 @@ def _run_pool(todo: list, jobs: int, results: list[FileResult], progress) -> Non
     that what they rewrote is known."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    size = max(1, len(todo) // (jobs * 8))
     pending: set = set()
     try:
         with workers.pool(jobs) as pool:
-            pending = {pool.submit(_process_chunk, todo[i : i + size]) for i in range(0, len(todo), size)}
+            pending = {pool.submit(_process_chunk, chunk) for chunk in _chunks(todo, jobs)}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -282,6 +282,32 @@ def _run_pool(todo: list, jobs: int, results: list[FileResult], progress) -> Non
             if future.done() and not future.cancelled() and future.exception() is None:
                 results.extend(future.result())
         raise
+
+
+def _chunks(todo: list, jobs: int) -> list[list]:
+    """The files largest first, in chunks of about an eighth of a worker's share of the bytes
+    each (a big file alone): the files that cost most start first and the last chunks hold small
+    files, so the workers finish close together. In the order found, a directory of big files
+    fell in one chunk, and one worker still checked it while the other had long finished."""
+    sizes = {item[0]: _size(item[0]) for item in todo}
+    ordered = sorted(todo, key=lambda item: sizes[item[0]], reverse=True)
+    budget = max(1, sum(sizes.values()) // (jobs * 8))
+    chunks: list[list] = [[]]
+    held = 0
+    for item in ordered:
+        if chunks[-1] and held + sizes[item[0]] > budget:
+            chunks.append([])
+            held = 0
+        chunks[-1].append(item)
+        held += sizes[item[0]]
+    return chunks
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # (reported when the file is read)
 
 
 def discover(paths: Sequence[Path], settings: Settings, force_exclude: bool = False) -> list[Path]:

@@ -189,6 +189,24 @@ def test_the_process_pool_fixes_like_one_process(tmp_path, monkeypatch, test_rul
     assert trees["pooled"] == trees["serial"]
 
 
+def test_the_pool_takes_the_largest_files_first_each_once_and_ends_on_small_chunks(project):
+    sizes = [40_000, 300, 25_000, 12, 900, 5_000, *[200] * 60]
+    for i, size in enumerate(sizes):
+        (project / f"m{i:03}.py").write_text("x" * size)
+    todo = [(f"m{i:03}.py", (), CHECK) for i in range(len(sizes))]
+    chunks = engine._chunks(todo, jobs=2)
+    assert sorted(item for chunk in chunks for item in chunk) == sorted(todo)
+    assert [item[0] for item in chunks[0]] == ["m000.py"]  # the largest alone
+    assert [item[0] for item in chunks[1]] == ["m002.py"]
+    share = sum(sizes) // 16  # an eighth of each worker's half
+    assert all(len(chunk) == 1 or sum(map(_size_of, chunk)) <= share for chunk in chunks)
+    assert len(chunks[-1]) > 1
+
+
+def _size_of(item) -> int:
+    return os.stat(item[0]).st_size
+
+
 DEEP = "x.legacy\ny = " + " + ".join(["1"] * 3_000) + "\n"  # CPython's parser gives up: RecursionError
 
 
