@@ -57,7 +57,6 @@ class ChangedResults(CatalogueRule):
     code = "JM510"
     name = "changed-result"
     summary = "a call whose result changed between the code's JAX (`from-jax`) and the target"
-    trigger_words = catalogue.trigger_words("JM510")
     jax_versions = "each entry's own (symbols.toml): changed 0.4.14 - 0.10.0"
 
     VALID = [

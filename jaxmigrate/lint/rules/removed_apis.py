@@ -1,4 +1,3 @@
-from jaxmigrate import catalogue
 from jaxmigrate.lint.legacy import LegacyNameRule
 from jaxmigrate.lint.rule import Invalid, Safety, Valid
 from jaxmigrate.lint.site_fixes import SiteFixes
@@ -53,7 +52,6 @@ class RemovedApis(SiteFixes, LegacyNameRule):
     code = "JM602"
     name = "removed-api"
     summary = "a function, class, constant or module JAX removed or renamed (0.4.0 - 0.10.2)"
-    trigger_words = catalogue.trigger_words("JM602")
     jax_versions = "each entry's own (symbols.toml): deprecated 0.3.5 - 0.10.0, removed 0.4.2 - 0.10.0"
 
     fixable = Safety.SAFE

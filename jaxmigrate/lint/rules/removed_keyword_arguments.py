@@ -1,7 +1,6 @@
 import ast
 import re
 
-from jaxmigrate import catalogue
 from jaxmigrate.catalogue import Symbol
 from jaxmigrate.lint.context import FileContext
 from jaxmigrate.lint.legacy import LegacyKeywordRule
@@ -51,7 +50,6 @@ class RemovedKeywordArguments(LegacyKeywordRule):
     code = "JM603"
     name = "removed-keyword-argument"
     summary = "a keyword argument JAX removed or renamed (`jnp.clip(a_max=)`, ...)"
-    trigger_words = catalogue.trigger_words("JM603")
     jax_versions = "each entry's own (symbols.toml): removed 0.4.8 - 0.10.0"
     fixable = Safety.SAFE
 

@@ -1,4 +1,3 @@
-from jaxmigrate import catalogue
 from jaxmigrate.lint.legacy import LegacyNameRule
 from jaxmigrate.lint.rule import Invalid, Safety, Valid
 from jaxmigrate.lint.site_fixes import SiteFixes
@@ -49,7 +48,6 @@ class RemovedShardingApis(SiteFixes, LegacyNameRule):
     code = "JM309"
     name = "removed-sharding-api"
     summary = "a sharding or multi-device API JAX removed (GlobalDeviceArray, MeshPspecSharding, ...)"
-    trigger_words = catalogue.trigger_words("JM309")
     jax_versions = "each entry's own (symbols.toml): removed 0.4.7 - 0.10.0"
 
     fixable = Safety.SAFE
