@@ -1557,6 +1557,27 @@ def test_static_and_donated_arguments_both_go_to_jit():
     assert "@functools.partial(jax.jit, static_argnums=(3,), donate_argnums=(0,))\n" in fix(text, set())
 
 
+_UNMAPPED = (FIXTURES / "unmapped_outputs.in.py").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "marker", "reason"), [
+    pytest.param("    return params - 0.5 * grads, jax.lax.pmean(loss, axis_name=\"batch\")",
+                 "    return params - 0.5 * grads, loss", "params, loss = p_train_step(",
+                 "`out_axes=None` takes output 2 of `p_train_step` unmapped, where the step returns a per-shard "
+                 "mean: pmap gives device 0's", id="an output each device computes alone"),
+    pytest.param("out_axes=(0, None))", "out_axes=None)", "predictions, accuracy = p_eval_step(",
+                 "`out_axes=None` takes its output of `p_eval_step` unmapped, where the step returns",
+                 id="every output unmapped, the predictions too"),
+    pytest.param("out_axes=(0, None))", "out_axes=(0, None, None))", "predictions, accuracy = p_eval_step(",
+                 "`p_eval_step` is given `out_axes=` one per output, but its return is not shown to be a tuple "
+                 "of 3 values", id="more axes than outputs"),
+    pytest.param("out_axes=(0, None))", "out_axes=(0, 1))", "p_eval_step = jax.pmap(",
+                 "`out_axes=` other than 0 or None, or a tuple of them, one per output", id="another axis"),
+])
+def test_unmapped_outputs_block_where_pmap_would_give_device_zeros_value(old, new, marker, reason):
+    assert_variant_blocks(_UNMAPPED, old, new, marker, reason)
+
+
 _LOCAL_AXIS = (FIXTURES / "local_axis_name.in.py").read_text()
 
 
@@ -2539,8 +2560,16 @@ def test_the_sizes_a_merged_split_alone_read_go_with_it():
     assert "    width = 8\n" in fix(kept, set()) and "x.reshape(-1, width)" in fix(kept, set())
 
 
-def test_out_axes_other_than_zero_for_every_output_blocks():
-    assert_variant_blocked_for(_SIZES_WRITTEN, "out_axes=(0, 0)", "out_axes=(0, None)", "`out_axes=` other than 0")
+def test_out_axes_other_than_zero_or_none_blocks():
+    assert_variant_blocked_for(_SIZES_WRITTEN, "out_axes=(0, 0)", "out_axes=(0, 1)", "`out_axes=` other than 0 or None")
+
+
+def test_an_unmapped_replicated_output_is_read_as_the_value_it_is():
+    # (`unmapped_outputs.*` runs such a program; here the loss alone, the parameters mapped)
+    text = _SIZES_WRITTEN.replace("out_axes=(0, 0)", "out_axes=(0, None)").replace("losses.append(loss[0])",
+                                                                                   "losses.append(loss)")
+    fixed = fix(text, set())
+    assert "p_train_step = jax.jit(train_step)" in fixed and "        losses.append(loss)\n" in fixed
 
 
 def test_a_helper_that_goes_takes_the_comments_inside_it():

@@ -46,7 +46,7 @@ TO_GLOBAL_JIT_PROGRAMS = (
     "optimizer_bound_by_partial", "attention_written_in_jax_numpy", "pmap_or_jit_by_flag",
     "matmul_attention_given_its_arrays", "batches_split_under_a_flag", "conv_net_written_with_lax",
     "batches_from_a_data_object", "batches_stacked_one_per_device", "batches_put_sharded_by_split",
-    "batches_put_sharded_by_split_in_generators",
+    "batches_put_sharded_by_split_in_generators", "unmapped_outputs",
 )
 OLD.update({f"global_{name}": REPO / "fixtures" / "migrate" / "to_global_jit" / f"{name}.in.py"
             for name in TO_GLOBAL_JIT_PROGRAMS})
@@ -107,7 +107,8 @@ PARAMS = {"global_mlp": "['params']", "global_psum_means": "", "global_psum_arra
           "global_batches_from_a_data_object": "['params']",
           "global_batches_stacked_one_per_device": "['params']",
           "global_batches_put_sharded_by_split": "['params']",
-          "global_batches_put_sharded_by_split_in_generators": "['params']"}
+          "global_batches_put_sharded_by_split_in_generators": "['params']",
+          "global_unmapped_outputs": "['params']"}
 
 
 # Per-shard means a step returned one per device for the host to average, which the global view's
@@ -388,6 +389,25 @@ def test_two_processes_give_the_pmap_results_for_static_arguments(tmp_path):
     new = tmp_path / "new.py"
     new.write_text(migrate(old))
     assert "static_argnums=(2, 3)" in new.read_text()
+    assert_two_processes_give_the_pmap_results(old, new, tmp_path)
+
+
+def test_two_processes_give_the_pmap_results_for_unmapped_outputs(tmp_path):
+    """Each process draws its own examples, the parameters the same on every process: pmap's
+    `out_axes=None` hands each process device 0's parameters, loss and accuracy, averaged over all
+    4 devices; the global view hands each the one replicated value (the per-example predictions, each
+    process's own rows, are not returned here)."""
+    text = OLD["global_unmapped_outputs"].read_text()
+    changes = [("    rng = np.random.default_rng(0)\n", "    rng = np.random.default_rng(1 + jax.process_index())\n"),
+               ("params = rng.normal(size=(6, 4))", "params = np.random.default_rng(0).normal(size=(6, 4))"),
+               ('"predictions": predictions.reshape(-1),\n            ', "")]
+    for before, after in changes:
+        assert before in text
+        text = text.replace(before, after)
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    old.write_text(text)
+    new.write_text(migrate(old))
+    assert "= jax.pmap(" not in new.read_text() and "p_train_step = jax.jit(train_step)" in new.read_text()
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 

@@ -64,8 +64,10 @@ from jaxmigrate.migrate.global_view.kinds import (
     Record,
     S,
     Seq,
+    describe,
     join,
 )
+from jaxmigrate.migrate.global_view.kinds import leaves as kind_leaves
 from jaxmigrate.migrate.global_view.shapes import RESHAPES, STACKS, DeviceAxisShapes, is_zero, split_count
 from jaxmigrate.lint.patterns import single_value
 from jaxmigrate.names import OpaqueBinding, ValueBinding
@@ -203,6 +205,10 @@ class Step:
     # once. ``opaque`` is its number of arguments.
     opaque: int | None = None
     axis: str | None = None  # the axis name its pmap gives, which its collectives name
+    # `out_axes=`: 0 (each output mapped), None (every output one value), or per output 0 / None.
+    # An unmapped output is device 0's value as it is (no device axis): the global view's is the
+    # same only where the step computes it the same on every device.
+    out_axes: object = 0
 
     @property
     def line(self) -> int:
@@ -1946,7 +1952,38 @@ class DriverAnalyzer:
             # copies were, even where `f` reads no value of its arguments (optax's `init` reads
             # only shapes, and jit would leave its zeros on one device).
             self._edit(node.func, "opaque", step.fun)
-        return _from_kind(step.outputs)
+        return self._outputs(step, node)
+
+    def _outputs(self, step: Step, node: ast.Call):
+        """What a call of ``step`` gives its caller: each output mapped over pmap's device axis, and
+        those `out_axes=None` leaves unmapped as the host value they are (where the step computes
+        them replicated: pmap returns device 0's, the global view the one value)."""
+        if step.out_axes == 0:
+            return _from_kind(step.outputs)
+        outputs = step.outputs
+        if step.out_axes is None:
+            axes, parts = (None,), (outputs,)
+        elif isinstance(outputs, Seq) and len(outputs.items) == len(step.out_axes):
+            axes, parts = step.out_axes, outputs.items
+        elif outputs == BOT:
+            return BOT  # not known yet on this round
+        else:
+            raise Blocked(node.lineno, f"`{step.name}` is given `out_axes=` one per output, but its return is not "
+                          f"shown to be a tuple of {len(step.out_axes)} value{'s' if len(step.out_axes) != 1 else ''}")
+        given = []
+        for i, (axis, part) in enumerate(zip(axes, parts)):
+            if axis == 0:
+                given.append(_from_kind(part))
+            elif part == BOT:
+                given.append(BOT)
+            elif all(leaf == R for leaf in kind_leaves(part)):
+                given.append(HOST)
+            else:
+                which = "its output" if step.out_axes is None else f"output {i + 1}"
+                raise Blocked(node.lineno, f"`out_axes=None` takes {which} of `{step.name}` unmapped, where the "
+                              f"step returns {describe(part)}: pmap gives device 0's, the global view one value "
+                              "over the whole batch")
+        return given[0] if step.out_axes is None else tuple(given)
 
     def _step_arguments(self, step: Step, node: ast.Call) -> list[tuple[int, ast.expr]]:
         """(position, argument) of each argument of a call of ``step``; a keyword argument is at

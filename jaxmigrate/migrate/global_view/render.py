@@ -608,8 +608,9 @@ class Builder:
         for option in ("static_broadcasted_argnums", "donate_argnums"):
             if option in values and id(app.node) in self.jitted:
                 raise Blocked(app.line, f"`{option}=` on a pmap that `jax.jit` wraps: the jit does not take it")
-        if "out_axes" in values and not _every_axis_zero(literal(values["out_axes"])):
-            raise Blocked(app.line, "`out_axes=` other than 0 (or 0 for every output)")
+        out_axes = _out_axes(literal(values["out_axes"])) if "out_axes" in values else 0
+        if out_axes == "?":
+            raise Blocked(app.line, "`out_axes=` other than 0 or None, or a tuple of them, one per output")
         positional = [a.arg for a in func.args.args]
         if bound:
             named = set(positional) | {a.arg for a in func.args.kwonlyargs}
@@ -645,7 +646,7 @@ class Builder:
             raise Blocked(app.line, f"`{name}` is bound to more than one pmap")
         self.steps[name] = Step(name, binding, func, in_axes, static=static, bound=tuple(bound), leading=leading,
                                 keyword_only=keyword_only, fun=fun, factory=factory, returned=returned,
-                                holder=holder, entry=entry, axis=axis)
+                                holder=holder, entry=entry, axis=axis, out_axes=out_axes)
         self.jit_options[name] = [f"{keyword}={self.module.segment(values[option])}"
                                   for option, keyword in _JIT_OPTIONS.items() if option in values]
         self.app_of[name] = app
@@ -1461,6 +1462,18 @@ def _without_effects(module, node: ast.expr) -> bool:
         if isinstance(part, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Subscript)):
             return False
     return True
+
+
+def _out_axes(value):
+    """``out_axes=`` as the driving code reads it: 0 (every output mapped), None (every output
+    unmapped), a tuple of 0 / None one per output, or "?"."""
+    if _every_axis_zero(value):
+        return 0
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)) and value and all(axis is None or _every_axis_zero(axis) for axis in value):
+        return tuple(None if axis is None else 0 for axis in value)
+    return "?"
 
 
 def _every_axis_zero(value) -> bool:
