@@ -1645,6 +1645,24 @@ def test_a_step_passed_on_to_another_function_of_the_module_is_followed_there_to
 
 
 _DRIVING = (FIXTURES / "driving_functions.in.py").read_text()
+def test_a_split_batch_unpacked_names_the_form_the_fix_follows():
+    """`x, y = shard(pair)` may unpack a tuple, or one array along pmap's device axis (on as many
+    devices as there are names): the text does not say which. The finding says how to write it so
+    that it does, and that form is taken."""
+    unpacked = _DRIVING.replace(
+        "        batch = common_utils.shard(batch)\n        params, loss = train_step(params, batch)\n",
+        "        pair = batch[\"x\"], batch[\"y\"]\n        x, y = common_utils.shard(pair)\n"
+        "        params, loss = train_step(params, {\"x\": x, \"y\": y})\n")
+    assert unpacked != _DRIVING
+    assert_blocks_at(unpacked, "x, y = common_utils.shard(pair)",
+                     "(`common_utils.shard(pair)` may be one array, whose device axis the unpacking would iterate, "
+                     "or a tuple: this fix cannot tell. Unpack the host value first and shard the tuple: `x, y = "
+                     "pair`, then `x, y = shard((x, y))`)")
+    advised = unpacked.replace("        x, y = common_utils.shard(pair)\n",
+                               "        x, y = pair\n        x, y = common_utils.shard((x, y))\n")
+    assert plan_global(advised).possible, plan_global(advised).blocker
+
+
 _RUN = "def run(params, batches):\n    return train_epoch(params, batches)\n\n\ndef train_and_evaluate("
 
 

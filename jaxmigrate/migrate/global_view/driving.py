@@ -1040,6 +1040,20 @@ class DriverAnalyzer:
         if not _replicated(kind):
             self._hosted(inner, kind)
 
+    def _unpacking_hint(self, target: ast.expr) -> str:
+        """For ``a, b = shard(batch)``: why it is not followed, and the form that is."""
+        statement = self.module.parent_of(target)
+        value = statement.value if isinstance(statement, ast.Assign) else None
+        if not (isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
+                and self._qualified(value.func) in REPLICATE | SHARD
+                and not isinstance(value.args[0], (ast.Tuple, ast.List))):
+            return ""
+        made = self.module.segment(value.func).rpartition(".")[2]
+        names = ", ".join(self.module.segment(e) for e in target.elts)
+        return (f" (`{self._short(value)}` may be one array, whose device axis the unpacking would iterate, "
+                f"or a tuple: this fix cannot tell. Unpack the host value first and {made} the tuple: "
+                f"`{names} = {self._short(value.args[0])}`, then `{names} = {made}(({names}))`)")
+
     def _merge(self, a: dict, b: dict) -> dict:
         return {name: _hjoin(a.get(name, BOT), b.get(name, BOT)) for name in set(a) | set(b)}
 
@@ -1071,7 +1085,7 @@ class DriverAnalyzer:
                 return
             if _carries(kind) or isinstance(kind, tuple):
                 raise Blocked(target.lineno, "a value with pmap's device axis is unpacked in a way this fix does "
-                              "not follow")
+                              "not follow" + self._unpacking_hint(target))
             for element in target.elts:
                 self._bind(element.value if isinstance(element, ast.Starred) else element,
                            BOT if kind == BOT else HOST, env)
