@@ -2417,6 +2417,20 @@ def test_optax_losses_are_per_example_along_an_axis_other_than_the_batchs(loss, 
         assert not view.possible and blocked in view.blocker, view.blocker
 
 
+@pytest.mark.parametrize("loss", [
+    "jnp.mean(jnp.real(jnp.exp2(logits - targets)))",  # (tensorcircuit's circuits give complex logits)
+    "jnp.mean(jnp.arctan2(logits, targets) ** 2)",
+    "jnp.mean(jnp.hypot(logits - targets, 1.0))",
+    "jnp.mean(jax.nn.mish(logits) - jax.nn.hard_tanh(targets))",
+])
+def test_elementwise_functions_of_per_example_values_are_per_example(loss):
+    text = _MLP.replace(_MLP_LOSS, loss)
+    assert text != _MLP
+    assert plan_global(text).possible, plan_global(text).blocker
+    # (`jnp.sort` along the batch is not: the control)
+    assert not plan_global(_MLP.replace(_MLP_LOSS, "jnp.mean(jnp.real(jnp.sort(logits - targets, axis=0)))")).possible
+
+
 @pytest.mark.parametrize(("loss", "blocked"), [
     pytest.param("jnp.mean(jnp.sum((logits - targets) ** 2, axis=1))", None, id="a positive axis"),
     pytest.param("jnp.mean(jnp.sum((logits - targets) ** 2, axis=-2))", "`sum` over the batch axis",

@@ -411,6 +411,16 @@ def test_two_processes_give_the_pmap_results_for_unmapped_outputs(tmp_path):
     assert_two_processes_give_the_pmap_results(old, new, tmp_path)
 
 
+def test_elementwise_functions_in_the_loss_match_pmap(tmp_path):
+    """A loss of elementwise functions the step analysis reads as per example (`jnp.real`,
+    `jnp.arctan2`, `jax.nn.mish`): the global view's step computes pmap's."""
+    old, new = migrated_variant(tmp_path, "global_every_device", "    return jnp.mean((x @ w - y) ** 2)\n",
+                                "    return jnp.mean(jnp.real(jnp.arctan2(x @ w, y + 2.0)) ** 2 + jax.nn.mish(x @ w - y))\n")
+    assert "jax.jit" in new.read_text() and "= jax.pmap(" not in new.read_text()
+    report = verify(old, new, ["main"], devices=8, unreplicate="old", timeout=240)
+    assert report.equal, render_text(report)
+
+
 def test_per_example_outputs_reshaped_into_rows_match_pmap(tmp_path):
     """`probs.reshape(-1, probs.shape[-1])` reads the same rows whether `probs` has pmap's two
     leading axes or the global view's one: the fix leaves it as it is, and the results agree."""

@@ -151,11 +151,17 @@ ROWWISE = frozenset(
         "multiply", "add", "subtract", "divide", "true_divide", "floor", "ceil", "round", "isnan",
         "isfinite", "nan_to_num", "float32", "int32", "asarray", "array", "dot", "matmul",
         "argmax", "argmin", "take_along_axis", "logaddexp", "ones_like", "zeros_like",
+        # (elementwise too: each element of the result is of the elements at its place)
+        "real", "imag", "conj", "conjugate", "angle", "exp2", "log2", "log10", "sinh", "cosh", "tan",
+        "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "hypot", "floor_divide",
+        "remainder", "mod", "fmod", "logaddexp2", "cbrt", "deg2rad", "rad2deg", "positive", "fabs",
+        "copysign", "signbit", "isinf",
     )
 ) | frozenset(
     f"jax.nn.{name}" for name in (
         "relu", "gelu", "sigmoid", "silu", "swish", "softplus", "elu", "leaky_relu", "tanh", "softmax",
-        "log_softmax", "one_hot", "logsumexp", "log_sigmoid",
+        "log_softmax", "one_hot", "logsumexp", "log_sigmoid", "relu6", "selu", "celu", "hard_tanh",
+        "hard_sigmoid", "hard_silu", "hard_swish", "mish", "soft_sign",
     )
 ) | frozenset({
     "jax.scipy.special.logsumexp", "jax.lax.stop_gradient", "flax.training.common_utils.onehot",
