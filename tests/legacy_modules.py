@@ -3,7 +3,8 @@ fix run must keep on them (issue 19). Shared by tests/test_fix_properties.py (a 
 derandomized run in the suite) and benchmarks/fix_fuzz.py (a longer run).
 
 A module is a header of imports (plain, aliased, inside ``try:`` with a fallback, under
-``TYPE_CHECKING``, on a ``;`` line) and a body of snippets (calls, decorators, ``partial``, nested
+``TYPE_CHECKING``, on a ``;`` line, or a star import of a module of the program that imports the
+name: ``from _star_jax import *``, written beside the generated file) and a body of snippets (calls, decorators, ``partial``, nested
 pmaps, f-strings, ``;`` lines, shadowing), with a sentinel line between every two snippets that no
 fix may touch; then encoded with or without a BOM, with LF or CRLF line endings.
 """
@@ -12,11 +13,15 @@ from __future__ import annotations
 
 import ast
 import re
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 from hypothesis import strategies as st
 
+from jaxmigrate import program_modules
 from jaxmigrate.engine import Job, Mode, process_raw
 from jaxmigrate.lint import registry
 from jaxmigrate.migrate.to_global_jit import plan_global
@@ -24,13 +29,19 @@ from jaxmigrate.migrate.to_global_jit import plan_global
 TARGET = (0, 10)
 CODES = tuple(rule.code for rule in registry.all_rules())
 
+# The program's modules a generated module may star-import (written beside it, ``program``): each
+# imports one name the snippets use, which the star import binds.
+STAR_MODULES = {"_star_jax": "import jax\n", "_star_pmap": "from jax import pmap\n",
+                "_star_tree_map": "from jax import tree_map\n"}
+
 # The names the snippets use, bound by one of each group's headers.
 HEADERS = {
-    "jax": ["import jax", "import jax as jax", "import os; import jax", "import jax  # the library"],
+    "jax": ["import jax", "import jax as jax", "import os; import jax", "import jax  # the library",
+            "from _star_jax import *"],
     "pmap": ["from jax import pmap", "from jax import pmap as pmap", "try:\n    from jax import pmap\nexcept ImportError:\n    pmap = None",
-             "import os; from jax import pmap"],
+             "import os; from jax import pmap", "from _star_pmap import *"],
     "tree_map": ["from jax import tree_map", "try:\n    from jax import tree_map\nexcept ImportError:\n    pass",
-                 "from jax.tree_util import tree_map", "import os; from jax import tree_map"],
+                 "from jax.tree_util import tree_map", "import os; from jax import tree_map", "from _star_tree_map import *"],
     "Mesh": ["from jax.sharding import Mesh", "from jax.experimental.maps import Mesh",
              "try:\n    from jax.sharding import Mesh\nexcept ImportError:\n    from jax.experimental.maps import Mesh"],
     "jax_utils": ["from flax import jax_utils"],
@@ -109,8 +120,17 @@ def modules(draw) -> Module:
     return Module("\n".join(parts) + "\n", draw(st.booleans()), draw(st.booleans()))
 
 
+@cache
+def program() -> Path:
+    """The generated module's path, in a folder holding the modules it may star-import."""
+    folder = Path(tempfile.mkdtemp(prefix="jaxmigrate-fuzz-"))
+    for name, text in STAR_MODULES.items():
+        (folder / f"{name}.py").write_text(text)
+    return folder / "generated.py"
+
+
 def run(raw: bytes, unsafe: bool, mode: Mode = Mode.FIX):
-    return process_raw(raw, "generated.py", CODES, Job(mode, unsafe, TARGET))
+    return process_raw(raw, str(program()), CODES, Job(mode, unsafe, TARGET))
 
 
 def pyflakes_names(text: str) -> tuple[Counter, Counter]:
@@ -133,6 +153,11 @@ def decoded(raw: bytes) -> str:
 
 def violations(module: Module, unsafe: bool) -> list[str]:
     """Every property the fix run breaks on ``module`` (empty: none)."""
+    with program_modules.reading(program()):  # (what its star imports bind is read from there)
+        return _violations(module, unsafe)
+
+
+def _violations(module: Module, unsafe: bool) -> list[str]:
     problems = []
     before = run(module.raw, unsafe, Mode.CHECK)
     fixed = run(module.raw, unsafe)
