@@ -222,7 +222,6 @@ class LegacyKeywordRule(CatalogueRule):
 # Around a dot, inside brackets, there may be whitespace, a backslash, a newline and comments.
 # The texts are searched with str.find and short scans, not with regexes that start at every `.`
 # (those cost 3 ms a file, ten times the whole pre-filter).
-_STAR_IMPORT = re.compile(r"import\s*\(?\s*\*")  # a literal first: the regex skips to each `import`
 _WORD_CHAR = re.compile(r"\w")
 
 
@@ -303,9 +302,14 @@ def _import_path(text: str, path: str) -> bool:
 
 def _rebound(text: str, name: str, imports: Imports) -> bool:
     """``.name`` written as a value, with no dot after it (`L = jax.lax`), outside the import
-    statements (`import jax.lax as L` binds `L`, which ``imports.local`` already says)."""
-    return any(any(text[j] == "." for j in _previous(text, at)) and _after(text, at + len(name)) != "."
-               and not imports.within(at) for at in _occurrences(text, name))
+    statements (`import jax.lax as L` binds `L`, which ``imports.local`` already says). (The dot
+    after is looked for first: most mentions of a module are `core.x`.)"""
+    key = ("rebound", name)
+    if key not in imports.looked:
+        imports.looked[key] = any(_after(text, at + len(name)) != "." and not imports.within(at)
+                                  and any(text[j] == "." for j in _previous(text, at))
+                                  for at in _occurrences(text, name))
+    return imports.looked[key]
 
 
 def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
@@ -316,7 +320,7 @@ def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
         return _keyword(text, keyword.rstrip("=")) and _written("name", callee, text, imports)
     if kind == "import":
         return _import_path(text, value)
-    if imports is None or _STAR_IMPORT.search(text):
+    if imports is None or imports.star:
         return True
     parent, _, last = value.rpartition(".")
     if value in imports.bound or any(name.startswith(value + ".") for name in imports.bound):
@@ -330,7 +334,11 @@ def _written(kind: str, value: str, text: str, imports: Imports | None) -> bool:
         return True
     if shadowed and _attribute(text, last, parent_last, dotted=True):
         return True
-    return (not parent or _rebound(text, parent_last, imports)) and _attribute(text, last)
+    # (`.last` anywhere is asked first: it is rarer than the parent's name)
+    key = ("attribute", last)
+    if key not in imports.looked:
+        imports.looked[key] = _attribute(text, last)
+    return imports.looked[key] and (not parent or _rebound(text, parent_last, imports))
 
 
 def _star_import(ctx: FileContext) -> bool:

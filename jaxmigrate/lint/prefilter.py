@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -132,6 +132,10 @@ class Imports:
     bound: frozenset[str]
     local: dict[str, frozenset[str]]  # qualified name -> the local names bound to it
     statements: tuple[tuple[int, int], ...] = ()  # (start, end) of each import statement read
+    star: bool = False  # a library's names star-imported (`from jax.numpy import *`): any name may be one
+    # What the catalogue rules' second look found in this text (``lint/legacy.py``): several entries
+    # ask the same of one file (`.core` written as a value, for each `jax.core.*` name).
+    looked: dict = field(default_factory=dict, compare=False)
 
     def within(self, at: int) -> bool:
         """Whether text position ``at`` lies in an import statement (``jax.numpy`` in ``import
@@ -154,6 +158,7 @@ def read_imports(text: str) -> Imports | None:
     bound: set[str] = set()
     local: dict[str, set[str]] = {}
     statements: list[tuple[int, int]] = []
+    stars: set[str] = set()
     covered = 0  # the end of the last statement read: an `import` before it is inside it
     for keyword in _IMPORT_WORD.finditer(text):
         at = keyword.start()
@@ -164,16 +169,17 @@ def read_imports(text: str) -> Imports | None:
             return None  # `from jax \` + `import pmap`: this line is not where the statement starts
         statement = _IMPORT_STATEMENT.match(text, line)
         if statement is not None and at < statement.end():
-            if not _bind(statement, bound, local):
+            if not _bind(statement, bound, local, stars):
                 return None
             covered = statement.end()
             statements.append((statement.start(), covered))
         elif not _NOT_CODE.match(text, line):
             return None
-    return Imports(frozenset(bound), {name: frozenset(names) for name, names in local.items()}, tuple(statements))
+    return Imports(frozenset(bound), {name: frozenset(names) for name, names in local.items()}, tuple(statements),
+                   bool(stars))
 
 
-def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]]) -> bool:
+def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]], stars: set[str]) -> bool:
     """Add what one import statement binds; False when it is not one (prose the regex matched), or
     when what it binds cannot be read from the text: ``from utils import *`` of a module that is no
     library this tool knows binds whatever ``utils.py`` imports (``jax`` itself)."""
@@ -206,7 +212,9 @@ def _bind(statement: re.Match, bound: set[str], local: dict[str, set[str]]) -> b
         if name is None:
             return False
         bound.add(module if name[0] == "*" else f"{module}.{name[0]}")
-        if name[0] != "*":
+        if name[0] == "*":
+            stars.add(module)
+        else:
             local.setdefault(f"{module}.{name[0]}", set()).add(name[2] if name[1] else name[0].partition(".")[0])
     return True
 
