@@ -196,6 +196,8 @@ def test_a_star_import_of_the_programs_own_module_may_bind_any_name(line):
     text alone cannot tell, so every rule stays in reach; a library's star import binds its names."""
     assert read_imports(f"{line}\n\ny = jax.tree_map(f, x)\n") is None
     assert read_imports("from jax.numpy import *\n").bound == {"jax.numpy"}
+    assert read_imports("from jax.numpy import *\n").star
+    assert not read_imports("import jax\n# from jax.numpy import *\n").star  # (a comment)
 
 
 @pytest.mark.parametrize(("text", "reached"), [
