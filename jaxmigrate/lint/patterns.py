@@ -27,6 +27,7 @@ COLLECTIVES = {
 MESH_MAKERS = frozenset({"jax.make_mesh", "jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 BROADCASTS = frozenset({"numpy.broadcast_to", "jax.numpy.broadcast_to"})
+STACK_FUNCTIONS = frozenset({"numpy.stack", "jax.numpy.stack"})
 
 
 def collective_axis_names(names: NameResolver, calls: Iterable[ast.AST]) -> set[str]:

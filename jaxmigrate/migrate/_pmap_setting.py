@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from jaxmigrate.core.flow import ancestors, child_of, loop_between
 from jaxmigrate.core.module import is_main_guard
-from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
-from jaxmigrate.migrate.global_view.shapes import BROADCASTS, _head_and_tail, split_count
+from jaxmigrate.lint.patterns import BROADCASTS, TREE_MAPS
+from jaxmigrate.migrate.global_view.shapes import _head_and_tail, split_count
 from jaxmigrate.names import ValueBinding
 
 if TYPE_CHECKING:

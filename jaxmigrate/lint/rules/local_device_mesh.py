@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.lint.patterns import (
-    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, TREE_MAPS, argument, broadcast_copies, call_name, call_name_among,
-    calls_to, reads_call, single_value,
+    MESH_CONTEXTS, NAMED_SHARDING, SHARD_MAPS, STACK_FUNCTIONS, TREE_MAPS, argument, broadcast_copies, call_name,
+    call_name_among, calls_to, reads_call, single_value,
 )
 from jaxmigrate.lint.rule import Invalid, Rule, Valid
 
@@ -14,7 +14,6 @@ LOCAL_DEVICES = frozenset({"jax.local_devices"})
 GLOBAL_DEVICES = frozenset({"jax.devices"})
 LOCAL_COUNT = frozenset({"jax.local_device_count"})
 DEVICE_PUT = frozenset({"jax.device_put"})
-STACKS = frozenset({"numpy.stack", "jax.numpy.stack"})
 MESH_CLASSES = frozenset({"jax.sharding.Mesh", "jax.experimental.maps.Mesh"})
 _MESH_USERS = NAMED_SHARDING | MESH_CONTEXTS | SHARD_MAPS  # the calls check_module asks about
 
@@ -230,7 +229,7 @@ class LocalDeviceMesh(Rule):
         if not (isinstance(leaf, ast.Lambda) and leaf.args.vararg is not None and not leaf.args.args):
             return False
         body = leaf.body
-        return (isinstance(body, ast.Call) and call_name_among(ctx.names, body, STACKS) in STACKS
+        return (isinstance(body, ast.Call) and call_name_among(ctx.names, body, STACK_FUNCTIONS) in STACK_FUNCTIONS
                 and len(body.args) == 1 and not body.keywords and isinstance(body.args[0], ast.Name)
                 and body.args[0].id == leaf.args.vararg.arg)
 

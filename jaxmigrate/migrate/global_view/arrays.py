@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from jaxmigrate import program_modules
 from jaxmigrate.core.flow import reaching_assignment, reads_of, statement_of
-from jaxmigrate.lint.patterns import own_nodes
+from jaxmigrate.lint.patterns import TREE_MAPS, own_nodes
 from jaxmigrate.migrate.global_view.objects import method_called, method_uses
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
@@ -60,7 +60,6 @@ _JITS = frozenset({"jax.jit", "jax.pmap"})
 # ``grad(f)`` and ``value_and_grad(f)`` (which give the value too), by position ``(f, argnums)``.
 _GRADS = frozenset({"jax.grad", "equinox.filter_grad"})
 _VALUE_AND_GRADS = frozenset({"jax.value_and_grad", "equinox.filter_value_and_grad"})
-_TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 _SCALARS = frozenset({"float", "int", "bool", "len", "abs", "round"})
 _ANNOTATIONS = frozenset({"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"})
 _DEPTH = 12  # calls and bindings followed from the value
@@ -166,7 +165,7 @@ class ArrayProof:
             return ARRAY
         if qualified in _SAME_STRUCTURE:
             return self._level(node.args[0], env, depth) if node.args else UNKNOWN
-        if qualified in _TREE_MAPS and len(node.args) == 2:
+        if qualified in TREE_MAPS and len(node.args) == 2:
             return min(self._maps_to(node.args[0], depth), self._level(node.args[1], env, depth))
         gradient = self._gradient(func)
         if gradient is not None and not gradient[0]:  # `jax.grad(f)(x)`: shaped like x

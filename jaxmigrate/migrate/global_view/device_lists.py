@@ -24,16 +24,15 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.core.flow import reads_of, statement_list, statement_of, unpacked
+from jaxmigrate.lint.patterns import STACK_FUNCTIONS
 from jaxmigrate.names import OpaqueBinding, ValueBinding
-
-_STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
 
 
 def stacked_per_device(module, is_device_count, node: ast.Call) -> ast.Name | None:
     """The list ``node`` (``jnp.stack(xs)``) stacks, where it holds one batch per local device as
     the module's docstring says; None otherwise. ``is_device_count``: whether an expression is the
     local device count (``shapes.DeviceAxisShapes.is_device_count``)."""
-    if not (isinstance(node.func, ast.Attribute) and module.names.qualified_name(node.func) in _STACKS
+    if not (isinstance(node.func, ast.Attribute) and module.names.qualified_name(node.func) in STACK_FUNCTIONS
             and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and not node.keywords):
         return None
     listed = node.args[0]

@@ -54,7 +54,6 @@ from jaxmigrate.migrate.global_view.kinds import (
     BOT,
     KEY,
     SUM,
-    TREE_MAPS,
     Blocked,
     Fields,
     Kind,
@@ -69,7 +68,7 @@ from jaxmigrate.migrate.global_view.kinds import (
 )
 from jaxmigrate.migrate.global_view.kinds import leaves as kind_leaves
 from jaxmigrate.migrate.global_view.shapes import RESHAPES, STACKS, DeviceAxisShapes, is_zero, split_count
-from jaxmigrate.lint.patterns import single_value
+from jaxmigrate.lint.patterns import TREE_MAPS, single_value
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
 

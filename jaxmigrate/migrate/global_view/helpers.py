@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from jaxmigrate import program_modules
 from jaxmigrate.core.flow import enclosing_scope
-from jaxmigrate.migrate.global_view.kinds import TREE_MAPS
+from jaxmigrate.lint.patterns import TREE_MAPS
 from jaxmigrate.migrate.global_view.shapes import DeviceAxisShapes, is_name
 from jaxmigrate.names import ImportBinding, OpaqueBinding, ValueBinding
 

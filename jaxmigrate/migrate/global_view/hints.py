@@ -8,11 +8,11 @@ from __future__ import annotations
 import ast
 
 from jaxmigrate.core.flow import enclosing_scope, reads_of
+from jaxmigrate.lint.patterns import STACK_FUNCTIONS
 from jaxmigrate.migrate._pmap_sites import planner_of
 from jaxmigrate.names import OpaqueBinding
 
 DEVICE_PUT_REPLICATED = "jax.device_put_replicated"
-_STACKS = frozenset({"jax.numpy.stack", "numpy.stack"})
 _SPLITS = frozenset(f"{np}.{name}" for np in ("jax.numpy", "numpy") for name in ("split", "array_split"))
 _HINTS = {
     "flax.jax_utils.prefetch_to_device": "yields batches with pmap's device axis; in the global view make each "
@@ -159,7 +159,7 @@ def _stacks(names, func: ast.expr) -> ast.Call | None:
     for node in ast.walk(bindings[0].node):
         if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
             for call in ast.walk(node.value):
-                if isinstance(call, ast.Call) and names.qualified_name(call.func) in _STACKS and not (
+                if isinstance(call, ast.Call) and names.qualified_name(call.func) in STACK_FUNCTIONS and not (
                         call.args and isinstance(call.args[0], ast.Call)
                         and names.qualified_name(call.args[0].func) in _SPLITS):
                     return call  # (a stack of `split(x, n)` is a reshape: slices of one batch)

@@ -201,7 +201,6 @@ SAMPLERS = {"normal": 1, "uniform": 1, "bernoulli": 2, "truncated_normal": 3, "r
             "exponential": 1, "laplace": 1, "logistic": 1}
 KEY_OPS = frozenset({"jax.random.split", "jax.random.fold_in"})
 
-TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 # (Equinox's differentiate with respect to the first argument's arrays, as `argnums=0` does.)
 GRADS = {"jax.grad": False, "jax.value_and_grad": True, "equinox.filter_grad": False,
          "equinox.filter_value_and_grad": True}

@@ -17,6 +17,7 @@ from dataclasses import replace
 from jaxmigrate.core.edits import Edit
 from jaxmigrate.core.flow import ancestors, child_of, enclosing_scope, reaching_assignment, reads_of
 from jaxmigrate.core.module import is_main_guard, is_script
+from jaxmigrate.lint.patterns import TREE_MAPS
 from jaxmigrate.migrate._meshes import every_device_mesh_axis
 from jaxmigrate.migrate._layout import has_own_brackets
 from jaxmigrate.migrate._plan import Namer, Plan, literal_int
@@ -34,7 +35,7 @@ from jaxmigrate.migrate.global_view.driving import (
 )
 from jaxmigrate.migrate.global_view.helpers import Helper, only_parameter
 from jaxmigrate.migrate.global_view.hints import PAD_SHARD_UNPAD, kept_for_calls, step_used_as_value, stored_pad_wrapper
-from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, TREE_MAPS, Blocked, M, R, S, U, describe, leaves
+from jaxmigrate.migrate.global_view.kinds import BOT, KEY, ROWS, Blocked, M, R, S, U, describe, leaves
 from jaxmigrate.migrate.global_view.options import (
     branches_apart,
     def_of,

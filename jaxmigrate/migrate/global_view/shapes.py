@@ -13,7 +13,7 @@ import ast
 
 from jaxmigrate.core.flow import reads_of
 from jaxmigrate.core.module import is_script
-from jaxmigrate.lint.patterns import single_value
+from jaxmigrate.lint.patterns import BROADCASTS, single_value
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.migrate.global_view.einops_patterns import (
     REARRANGE,
@@ -24,7 +24,6 @@ from jaxmigrate.migrate.global_view.einops_patterns import (
 )
 from jaxmigrate.names import OpaqueBinding, ValueBinding
 
-BROADCASTS = frozenset({"jax.numpy.broadcast_to", "numpy.broadcast_to"})
 # Functions that make one array of a list of equal arrays along a new leading axis.
 STACKS = frozenset(f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("stack", "array", "asarray"))
 _REPEATS = frozenset({"jax.numpy.repeat", "numpy.repeat"})

@@ -44,7 +44,6 @@ from jaxmigrate.migrate.global_view.kinds import (
     ROWWISE,
     SAMPLERS,
     SUM,
-    TREE_MAPS,
     Atom,
     Blocked,
     Fields,
@@ -65,7 +64,7 @@ from jaxmigrate.migrate.global_view.kinds import (
     leaves,
     off_the_batch_axis,
 )
-from jaxmigrate.lint.patterns import single_value
+from jaxmigrate.lint.patterns import TREE_MAPS, single_value
 from jaxmigrate.migrate._plan import literal_int
 from jaxmigrate.migrate.global_view.helpers import defaulted
 from jaxmigrate.migrate.global_view.layout_ops import is_layout_op, layout_op, method_layout
