@@ -12,7 +12,9 @@ fix may touch; then encoded with or without a BOM, with LF or CRLF line endings.
 from __future__ import annotations
 
 import ast
+import atexit
 import re
+import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -124,6 +126,7 @@ def modules(draw) -> Module:
 def program() -> Path:
     """The generated module's path, in a folder holding the modules it may star-import."""
     folder = Path(tempfile.mkdtemp(prefix="jaxmigrate-fuzz-"))
+    atexit.register(shutil.rmtree, folder, True)
     for name, text in STAR_MODULES.items():
         (folder / f"{name}.py").write_text(text)
     return folder / "generated.py"
